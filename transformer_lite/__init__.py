@@ -1,0 +1,23 @@
+"""transformer_lite: transformer components written from scratch in PyTorch, for teaching.
+
+Every public component is batch-first, documents its shapes and its source,
+and is tested against an independent oracle (see ``tests/``).
+Boolean masks mean ``True`` = may attend, as in
+``torch.nn.functional.scaled_dot_product_attention``.
+"""
+
+from .attention import MultiHeadAttention, scaled_dot_product_attention
+from .blocks import TransformerBlock
+from .feedforward import PositionwiseFeedForward
+from .masks import bool_to_additive_mask, causal_mask, padding_mask
+from .normalization import LayerNorm
+from .positional import LearnedPositionalEmbedding
+from .pretrained import BertConfig, BertEncoder, WordPieceTokenizer, load_minilm
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "scaled_dot_product_attention", "MultiHeadAttention", "causal_mask", "padding_mask", "bool_to_additive_mask",
+    "LayerNorm", "PositionwiseFeedForward", "LearnedPositionalEmbedding", "TransformerBlock",
+    "BertConfig", "BertEncoder", "WordPieceTokenizer", "load_minilm",
+]

@@ -1,0 +1,278 @@
+"""Scaled dot-product attention and multi-head attention, written out step by step.
+
+Source: Vaswani et al. (2017), "Attention Is All You Need", Sec. 3.2.1, Eq. (1)
+
+    Attention(Q, K, V) = softmax(Q K^T / sqrt(d_k) + B) V
+
+and Sec. 3.2.2 (multi-head attention). ``B`` is an optional additive mask
+(0 = allowed, -inf = forbidden). Masks follow the package convention of
+:mod:`transformer_lite.masks`: boolean ``True`` = may attend.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from .masks import causal_mask
+
+__all__ = ["scaled_dot_product_attention", "MultiHeadAttention"]
+
+_HALF_DTYPES = (torch.float16, torch.bfloat16)
+
+
+def _check_qkv(query: Tensor, key: Tensor, value: Tensor) -> torch.Size:
+    """Validate query/key/value and return their broadcast batch shape ``(...)``."""
+    for name, t in (("query", query), ("key", key), ("value", value)):
+        if not isinstance(t, Tensor):
+            raise ValueError(f"scaled_dot_product_attention: expected {name} to be a Tensor, received {type(t).__name__}")
+        if t.dim() < 2:
+            raise ValueError(f"scaled_dot_product_attention: expected {name} of shape (..., len, dim) with at least "
+                             f"2 dimensions, received shape {tuple(t.shape)}")
+        if not t.is_floating_point():
+            raise ValueError(f"scaled_dot_product_attention: expected a floating {name}, received dtype {t.dtype}")
+    if not (query.dtype == key.dtype == value.dtype):
+        raise ValueError("scaled_dot_product_attention: expected query, key and value of one dtype, received "
+                         f"{query.dtype}, {key.dtype}, {value.dtype}")
+    if query.shape[-1] != key.shape[-1]:
+        raise ValueError("scaled_dot_product_attention: query and key must share d_k (last dimension): expected key "
+                         f"shape (..., S, {query.shape[-1]}), received {tuple(key.shape)} for query {tuple(query.shape)}")
+    if key.shape[-2] != value.shape[-2]:
+        raise ValueError("scaled_dot_product_attention: key and value must share S (second-to-last dimension): "
+                         f"expected value shape (..., {key.shape[-2]}, d_v), received {tuple(value.shape)}")
+    try:
+        return torch.broadcast_shapes(query.shape[:-2], key.shape[:-2], value.shape[:-2])
+    except RuntimeError:
+        raise ValueError("scaled_dot_product_attention: batch dimensions do not broadcast: query "
+                         f"{tuple(query.shape)}, key {tuple(key.shape)}, value {tuple(value.shape)}") from None
+
+
+def _mask_to_bias(attn_mask: Tensor | None, is_causal: bool, batch_shape: torch.Size, L: int, S: int,
+                  dtype: torch.dtype, device: torch.device) -> Tensor | None:
+    """Turn the bool/float ``attn_mask`` and ``is_causal`` into one additive bias (or None)."""
+    bias = None
+    if attn_mask is not None:
+        if not isinstance(attn_mask, Tensor):
+            raise ValueError(f"attn_mask: expected a bool or float Tensor, received {type(attn_mask).__name__}")
+        target = (*batch_shape, L, S)
+        try:
+            ok = torch.broadcast_shapes(attn_mask.shape, target) == torch.Size(target)
+        except RuntimeError:
+            ok = False
+        if not ok:
+            raise ValueError(f"attn_mask: expected a shape that broadcasts to (..., L, S) = {target}, "
+                             f"received {tuple(attn_mask.shape)}")
+        if attn_mask.dtype == torch.bool:
+            bias = torch.zeros(attn_mask.shape, dtype=dtype, device=device).masked_fill(~attn_mask, float("-inf"))
+        elif attn_mask.is_floating_point():
+            if torch.isnan(attn_mask).any() or (attn_mask == float("inf")).any():
+                raise ValueError("attn_mask: a float mask may hold finite values and -inf, received NaN or +inf")
+            bias = attn_mask.to(dtype)
+        else:
+            raise ValueError(f"attn_mask: expected dtype torch.bool (True = may attend) or a floating dtype "
+                             f"(added to the scores), received {attn_mask.dtype}")
+    if is_causal:
+        causal = torch.zeros(L, S, dtype=dtype, device=device).masked_fill(~causal_mask(L, S, device), float("-inf"))
+        bias = causal if bias is None else bias + causal
+    return bias
+
+
+def scaled_dot_product_attention(
+    query: Tensor,
+    key: Tensor,
+    value: Tensor,
+    attn_mask: Tensor | None = None,
+    is_causal: bool = False,
+    dropout_p: float = 0.0,
+) -> tuple[Tensor, Tensor]:
+    """Scaled dot-product attention, returning the output **and** the attention weights.
+
+    Computes ``softmax(Q K^T / sqrt(d_k) + B) V`` step by step (Vaswani et al.,
+    2017, Eq. 1), not through PyTorch's fused kernel, so that every
+    intermediate can be read.
+
+    Args:
+        query: ``(..., L, d_k)`` floating tensor (L = query length).
+        key: ``(..., S, d_k)`` (S = key length), same dtype as ``query``.
+        value: ``(..., S, d_v)``, same dtype as ``query``.
+        attn_mask: optional mask broadcastable to ``(..., L, S)``. Bool:
+            ``True`` = may attend (as in ``F.scaled_dot_product_attention``;
+            note ``nn.MultiheadAttention`` uses the opposite polarity). Float:
+            added to the scores (``-inf`` forbids; NaN and ``+inf`` are refused).
+        is_causal: if True, also apply :func:`~transformer_lite.masks.causal_mask`
+            ``(L, S)``, aligned bottom-right when ``S > L``; combined with
+            ``attn_mask`` if both are given (a key must be allowed by both).
+        dropout_p: probability of zeroing an attention weight (applied to the
+            weights that multiply ``V``; always applied when > 0, as in
+            ``F.scaled_dot_product_attention``; pass 0.0 at evaluation).
+
+    Returns:
+        ``(output, weights)``: output ``(..., L, d_v)`` and weights ``(..., L, S)``,
+        both in the input dtype. ``weights`` are the softmax probabilities
+        *before* dropout; each row sums to 1 over the allowed keys. A query
+        whose keys are all forbidden gets an all-zero row of weights and a
+        zero output (not NaN), and zero gradients in the backward pass.
+
+    Numerics:
+        The softmax subtracts each row's maximum before exponentiating, so
+        large logits do not overflow. float16/bfloat16 inputs are computed in
+        float32 and the results cast back.
+
+    Raises:
+        ValueError: for inputs with fewer than 2 dimensions, non-floating or
+            mixed dtypes, mismatched ``d_k`` between query and key, mismatched
+            ``S`` between key and value, batch dimensions that do not
+            broadcast, a mask that does not broadcast to ``(..., L, S)``, a
+            mask that is neither bool nor floating, or ``dropout_p`` outside [0, 1).
+    """
+    batch_shape = _check_qkv(query, key, value)
+    if not 0.0 <= dropout_p < 1.0:
+        raise ValueError(f"scaled_dot_product_attention: expected 0 <= dropout_p < 1, received {dropout_p}")
+    in_dtype = query.dtype
+    compute_dtype = torch.float32 if in_dtype in _HALF_DTYPES else in_dtype
+    q, k, v = query.to(compute_dtype), key.to(compute_dtype), value.to(compute_dtype)
+    L, S, d_k = q.shape[-2], k.shape[-2], q.shape[-1]
+
+    # 1. Scores: every query against every key, scaled by 1/sqrt(d_k).
+    scores = q @ k.transpose(-2, -1) / math.sqrt(d_k)  # (..., L, S)
+
+    # 2. Masking: add B (0 = allowed, -inf = forbidden).
+    bias = _mask_to_bias(attn_mask, is_causal, batch_shape, L, S, compute_dtype, q.device)
+    if bias is not None:
+        scores = scores + bias  # (..., L, S)
+
+    # 3. Softmax over the keys, written out. Subtracting the row maximum does not
+    #    change the result but keeps exp() from overflowing. A row whose keys are
+    #    all forbidden has maximum -inf: use 0 instead, so exp(-inf - 0) = 0.
+    row_max = scores.amax(dim=-1, keepdim=True).detach()  # (..., L, 1)
+    row_max = torch.where(torch.isfinite(row_max), row_max, torch.zeros_like(row_max))
+    exp_scores = torch.exp(scores - row_max)  # (..., L, S), forbidden entries are exactly 0
+    denom = exp_scores.sum(dim=-1, keepdim=True)  # (..., L, 1), >= 1 unless the row is fully masked
+    weights = exp_scores / torch.where(denom > 0, denom, torch.ones_like(denom))  # (..., L, S)
+
+    # 4. Weighted sum of the values.
+    dropped = F.dropout(weights, p=dropout_p, training=True) if dropout_p > 0 else weights
+    output = dropped @ v  # (..., L, d_v)
+    return output.to(in_dtype), weights.to(in_dtype)
+
+
+class MultiHeadAttention(nn.Module):
+    """Multi-head attention (Vaswani et al., 2017, Sec. 3.2.2), batch-first.
+
+    ``MultiHead(Q, K, V) = Concat(head_1, ..., head_H) W^O`` with
+    ``head_h = Attention(Q W_h^Q, K W_h^K, V W_h^V)``. Each head works in
+    ``d_head = d_model / n_heads`` dimensions. Self-attention passes the same
+    tensor as query, key and value; cross-attention passes the decoder states
+    as query and the encoder output as key and value.
+
+    Args:
+        d_model: model width D (input and output features).
+        n_heads: number of heads H; must divide ``d_model``.
+        dropout: dropout probability on the attention weights (training only).
+        bias: whether the four projections have biases.
+
+    Attributes:
+        q_proj, k_proj, v_proj, out_proj: ``nn.Linear(d_model, d_model)``.
+
+    Raises:
+        ValueError: if ``d_model`` is not divisible by ``n_heads``, or either is not positive.
+    """
+
+    def __init__(self, d_model: int, n_heads: int, dropout: float = 0.0, bias: bool = True) -> None:
+        super().__init__()
+        if d_model < 1 or n_heads < 1:
+            raise ValueError(f"MultiHeadAttention: expected positive d_model and n_heads, received {d_model}, {n_heads}")
+        if d_model % n_heads != 0:
+            raise ValueError(f"MultiHeadAttention: d_model must be divisible by n_heads, received d_model={d_model}, "
+                             f"n_heads={n_heads} (d_model % n_heads = {d_model % n_heads})")
+        self.d_model, self.n_heads, self.d_head = d_model, n_heads, d_model // n_heads
+        self.dropout = dropout
+        self.q_proj = nn.Linear(d_model, d_model, bias=bias)
+        self.k_proj = nn.Linear(d_model, d_model, bias=bias)
+        self.v_proj = nn.Linear(d_model, d_model, bias=bias)
+        self.out_proj = nn.Linear(d_model, d_model, bias=bias)
+
+    def _split_heads(self, x: Tensor) -> Tensor:
+        B, T, _ = x.shape
+        return x.view(B, T, self.n_heads, self.d_head).transpose(1, 2)  # (B, T, D) -> (B, H, T, d_head)
+
+    def forward(self, query: Tensor, key: Tensor, value: Tensor, attn_mask: Tensor | None = None,
+                is_causal: bool = False) -> tuple[Tensor, Tensor]:
+        """Attend from ``query`` positions to ``key``/``value`` positions.
+
+        Args:
+            query: ``(B, L, d_model)``.
+            key: ``(B, S, d_model)``.
+            value: ``(B, S, d_model)``.
+            attn_mask: bool (``True`` = may attend) or float (added) mask of
+                shape ``(L, S)``, ``(B, L, S)`` or ``(B|1, H|1, L, S)``; e.g.
+                :func:`~transformer_lite.masks.padding_mask` gives ``(B, 1, 1, S)``.
+            is_causal: apply the bottom-right-aligned causal mask.
+
+        Returns:
+            ``(output, weights)``: ``(B, L, d_model)`` and the per-head
+            attention weights ``(B, H, L, S)`` (never averaged over heads).
+
+        Raises:
+            ValueError: if an input is not 3-D with last dimension ``d_model``,
+                batch sizes differ, key and value lengths differ, or the mask
+                has an unsupported shape or dtype.
+        """
+        for name, t in (("query", query), ("key", key), ("value", value)):
+            if t.dim() != 3 or t.shape[-1] != self.d_model:
+                raise ValueError(f"MultiHeadAttention: expected {name} of shape (B, len, {self.d_model}), "
+                                 f"received {tuple(t.shape)}")
+        if not (query.shape[0] == key.shape[0] == value.shape[0]):
+            raise ValueError("MultiHeadAttention: expected one batch size B, received query "
+                             f"{tuple(query.shape)}, key {tuple(key.shape)}, value {tuple(value.shape)}")
+        if key.shape[1] != value.shape[1]:
+            raise ValueError(f"MultiHeadAttention: expected key and value of one length S, received key "
+                             f"{tuple(key.shape)} and value {tuple(value.shape)}")
+        if attn_mask is not None and isinstance(attn_mask, Tensor):
+            if attn_mask.dim() == 3:
+                attn_mask = attn_mask.unsqueeze(1)  # (B, L, S) -> (B, 1, L, S): same mask for every head
+            elif attn_mask.dim() not in (2, 4):
+                raise ValueError("MultiHeadAttention: expected attn_mask of shape (L, S), (B, L, S) or (B, H, L, S), "
+                                 f"received {tuple(attn_mask.shape)}")
+        B, L, _ = query.shape
+        q = self._split_heads(self.q_proj(query))  # (B, H, L, d_head)
+        k = self._split_heads(self.k_proj(key))  # (B, H, S, d_head)
+        v = self._split_heads(self.v_proj(value))  # (B, H, S, d_head)
+        p = self.dropout if self.training else 0.0
+        heads, weights = scaled_dot_product_attention(q, k, v, attn_mask=attn_mask, is_causal=is_causal, dropout_p=p)
+        merged = heads.transpose(1, 2).reshape(B, L, self.d_model)  # (B, H, L, d_head) -> (B, L, D)
+        return self.out_proj(merged), weights
+
+    @classmethod
+    def from_torch(cls, m: nn.MultiheadAttention) -> "MultiHeadAttention":
+        """Build a :class:`MultiHeadAttention` with the weights of a ``torch.nn.MultiheadAttention``.
+
+        Copies the packed input projection ``in_proj_weight`` (rows: query,
+        key, value) and ``out_proj``; dtype and device follow ``m``. Our module
+        is always batch-first, whatever ``m.batch_first`` says.
+
+        Raises:
+            ValueError: if ``m`` is not an ``nn.MultiheadAttention``, or uses
+                ``kdim``/``vdim`` different from ``embed_dim``, ``add_bias_kv``
+                or ``add_zero_attn`` (not supported here).
+        """
+        if not isinstance(m, nn.MultiheadAttention):
+            raise ValueError(f"MultiHeadAttention.from_torch: expected nn.MultiheadAttention, received {type(m).__name__}")
+        if not m._qkv_same_embed_dim or m.bias_k is not None or m.add_zero_attn:
+            raise ValueError("MultiHeadAttention.from_torch: kdim/vdim != embed_dim, add_bias_kv and add_zero_attn "
+                             "are not supported")
+        D = m.embed_dim
+        ours = cls(D, m.num_heads, dropout=m.dropout, bias=m.in_proj_bias is not None)
+        ours = ours.to(dtype=m.in_proj_weight.dtype, device=m.in_proj_weight.device)
+        with torch.no_grad():
+            for i, proj in enumerate((ours.q_proj, ours.k_proj, ours.v_proj)):
+                proj.weight.copy_(m.in_proj_weight[i * D:(i + 1) * D])
+                if proj.bias is not None:
+                    proj.bias.copy_(m.in_proj_bias[i * D:(i + 1) * D])
+            ours.out_proj.weight.copy_(m.out_proj.weight)
+            if ours.out_proj.bias is not None:
+                ours.out_proj.bias.copy_(m.out_proj.bias)
+        return ours

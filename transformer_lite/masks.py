@@ -1,0 +1,110 @@
+"""Attention masks: causal (look-ahead) masks, padding masks, and conversions.
+
+One convention everywhere in this package, the same as
+:func:`torch.nn.functional.scaled_dot_product_attention`:
+
+* a **boolean** mask has ``True`` where a query **may attend** to a key and
+  ``False`` where it may not;
+* a **float** mask is **added** to the attention scores before the softmax
+  (the :math:`B` in :math:`\\mathrm{softmax}(QK^\\top/\\sqrt{d_k} + B)V`);
+  ``-inf`` forbids a key, ``0`` leaves it alone.
+
+Beware: :class:`torch.nn.MultiheadAttention` and the ``nn.Transformer*``
+layers use the **opposite** boolean polarity (``True`` = blocked). Convert with
+``~mask`` when handing one of our boolean masks to them.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+__all__ = ["causal_mask", "padding_mask", "bool_to_additive_mask"]
+
+
+def causal_mask(L: int, S: int | None = None, device: torch.device | str | None = None) -> Tensor:
+    """Boolean causal (look-ahead) mask: query ``i`` may attend to keys up to its own position.
+
+    Source: Vaswani et al. (2017), "Attention Is All You Need", Sec. 3.2.3
+    ("masking out ... all values in the input of the softmax which correspond
+    to illegal connections").
+
+    When there are more keys than queries (``S > L``), as in a decoding step
+    that reuses a key/value cache, the mask is aligned **bottom-right**: the
+    ``L`` queries are the *last* ``L`` positions of the sequence, so query ``i``
+    sits at absolute position ``S - L + i`` and may attend to keys
+    ``0 .. S - L + i``. (PyTorch's own ``is_causal=True`` in
+    ``F.scaled_dot_product_attention`` aligns top-left instead, which is only
+    the same when ``L == S``.) When ``S < L`` the first ``L - S`` queries have
+    no key they may attend to: their rows are all ``False``.
+
+    Args:
+        L: number of queries (query length), ``L >= 1``.
+        S: number of keys (key length), ``S >= 1``; defaults to ``L``.
+        device: device of the returned tensor.
+
+    Returns:
+        Bool tensor of shape ``(L, S)``; ``True`` = may attend
+        (on and below the bottom-right-aligned diagonal).
+
+    Raises:
+        ValueError: if ``L`` or ``S`` is not a positive integer.
+    """
+    if S is None:
+        S = L
+    for name, n in (("L", L), ("S", S)):
+        if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+            raise ValueError(f"causal_mask: expected {name} to be a positive int, received {n!r}")
+    ones = torch.ones(L, S, dtype=torch.bool, device=device)
+    # Keep j <= i + (S - L): the diagonal shifted right by S - L (bottom-right alignment).
+    return torch.tril(ones, diagonal=S - L)
+
+
+def padding_mask(valid: Tensor) -> Tensor:
+    """Boolean key-padding mask from a ``(B, S)`` marker of real (non-padding) tokens.
+
+    Args:
+        valid: bool or 0/1 integer tensor of shape ``(B, S)``; ``True``/``1``
+            marks a real token, ``False``/``0`` a padding token (the
+            ``attention_mask`` of Hugging Face tokenizers has this meaning).
+
+    Returns:
+        Bool tensor of shape ``(B, 1, 1, S)`` (``True`` = may attend), which
+        broadcasts against scores of shape ``(B, H, L, S)``: every query of
+        example ``b`` may attend to the real keys of example ``b`` only. For
+        scores of shape ``(B, L, S)`` (no head axis) use ``mask[:, 0]``.
+
+    Raises:
+        ValueError: if ``valid`` is not 2-D or holds values other than 0/1.
+    """
+    if valid.dim() != 2:
+        raise ValueError(f"padding_mask: expected valid of shape (B, S), received shape {tuple(valid.shape)}")
+    if valid.dtype != torch.bool:
+        if valid.is_floating_point() or not bool(((valid == 0) | (valid == 1)).all()):
+            raise ValueError("padding_mask: expected a bool tensor or integers 0/1, "
+                             f"received dtype {valid.dtype}")
+        valid = valid.bool()
+    return valid[:, None, None, :]  # (B, 1, 1, S)
+
+
+def bool_to_additive_mask(mask: Tensor, dtype: torch.dtype = torch.float32) -> Tensor:
+    """Convert a boolean mask (``True`` = may attend) into the equivalent float mask.
+
+    Args:
+        mask: bool tensor of any shape.
+        dtype: floating dtype of the result.
+
+    Returns:
+        Float tensor of the same shape: ``0.0`` where ``mask`` is ``True``,
+        ``-inf`` where it is ``False``. Adding it to the scores before the
+        softmax gives exactly zero weight to the forbidden keys.
+
+    Raises:
+        ValueError: if ``mask`` is not boolean or ``dtype`` is not floating.
+    """
+    if mask.dtype != torch.bool:
+        raise ValueError(f"bool_to_additive_mask: expected a bool mask, received dtype {mask.dtype}")
+    if not dtype.is_floating_point:
+        raise ValueError(f"bool_to_additive_mask: expected a floating dtype, received {dtype}")
+    out = torch.zeros(mask.shape, dtype=dtype, device=mask.device)
+    return out.masked_fill(~mask, float("-inf"))

