@@ -2,7 +2,7 @@
 PYTHON ?= python3
 PIP := $(PYTHON) -m pip
 
-.PHONY: install book test clean
+.PHONY: install book test clean lab
 
 install:
 	$(PIP) install -r requirements.txt
@@ -17,3 +17,7 @@ test: install
 
 clean:
 	rm -rf book/_build
+
+# Interactive use: JupyterLab on the chapters (project config in .jupyter/, e.g. allow_root for containers).
+lab: install
+	JUPYTER_CONFIG_PATH=$(CURDIR)/.jupyter jupyter lab --no-browser

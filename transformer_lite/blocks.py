@@ -97,12 +97,14 @@ class TransformerBlock(nn.Module):
 
         Raises:
             ValueError: if ``layer`` is not an ``nn.TransformerEncoderLayer``, has an
-                activation other than ReLU/GELU, or was built with ``bias=False``.
+                activation other than ReLU or the exact GELU, or was built with ``bias=False``.
         """
         if not isinstance(layer, nn.TransformerEncoderLayer):
             raise ValueError(f"TransformerBlock.from_torch: expected nn.TransformerEncoderLayer, "
                              f"received {type(layer).__name__}")
         activation = {1: "relu", 2: "gelu"}.get(layer.activation_relu_or_gelu)
+        if getattr(layer.activation, "approximate", "none") != "none":
+            activation = None  # nn.GELU(approximate="tanh") is not the exact GELU computed here
         if activation is None:
             raise ValueError(f"TransformerBlock.from_torch: expected a ReLU or GELU activation, "
                              f"received {layer.activation!r}")
@@ -110,6 +112,8 @@ class TransformerBlock(nn.Module):
             raise ValueError("TransformerBlock.from_torch: layers built with bias=False are not supported")
         ours = cls(layer.self_attn.embed_dim, layer.self_attn.num_heads, layer.linear1.out_features,
                    dropout=layer.dropout.p, activation=activation, norm_first=layer.norm_first, eps=layer.norm1.eps)
+        # Cast before copying: load_state_dict copies into the existing (float32) parameters, which would round.
+        ours = ours.to(dtype=layer.linear1.weight.dtype, device=layer.linear1.weight.device)
         ours.self_attn = MultiHeadAttention.from_torch(layer.self_attn)
         ours.norm1 = LayerNorm.from_torch(layer.norm1)
         ours.norm2 = LayerNorm.from_torch(layer.norm2)
