@@ -1,0 +1,219 @@
+"""Tests for transformer_lite.blocks.TransformerBlock.
+
+Oracle: ``torch.nn.TransformerEncoderLayer(batch_first=True)`` in float64 and
+eval mode, its weights copied with ``TransformerBlock.from_torch``, for
+post-norm and pre-norm, ReLU and GELU (given as a string, as ``F.gelu`` and as
+``nn.GELU()``), with no mask, a causal mask and a padding mask. torch's
+boolean masks mean True = blocked, so ours are inverted before handing them
+over. The attention weights the block returns are compared with torch's
+``self_attn`` called on the sublayer's input (the block input for post-norm,
+``norm1(x)`` for pre-norm). Plus gradcheck and a hand-written formula check
+of the two norm orders.
+"""
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from transformer_lite import TransformerBlock, causal_mask, padding_mask
+
+F64 = torch.float64
+D, H, D_FF = 8, 2, 16
+
+
+def close(actual, expected, atol=1e-12, rtol=1e-10, msg=None):
+    torch.testing.assert_close(actual, expected, atol=atol, rtol=rtol, msg=msg)
+
+
+def rand(*shape, seed=0):
+    return torch.randn(*shape, dtype=F64, generator=torch.Generator().manual_seed(seed))
+
+
+def torch_layer(norm_first, activation, seed=0, eps=1e-5):
+    torch.manual_seed(seed)
+    layer = nn.TransformerEncoderLayer(D, H, D_FF, dropout=0.1, activation=activation, layer_norm_eps=eps,
+                                       batch_first=True, norm_first=norm_first, dtype=F64)
+    with torch.no_grad():  # non-trivial biases and norm parameters, so that copying them is tested
+        for name, p in layer.named_parameters():
+            if "norm" in name and "weight" in name:
+                p.copy_(1 + 0.3 * torch.randn_like(p))
+            elif name.endswith("bias"):
+                p.copy_(0.3 * torch.randn_like(p))
+    return layer.eval()
+
+
+ACTIVATIONS = {
+    "relu-str": "relu", "relu-fn": F.relu, "relu-module": nn.ReLU(),
+    "gelu-str": "gelu", "gelu-fn": F.gelu, "gelu-module": nn.GELU(),
+}
+MASKS = ["none", "causal", "padding", "causal+padding"]
+VALID = torch.tensor([[1, 1, 1, 1, 1], [1, 1, 1, 0, 0], [1, 1, 0, 0, 0]])
+
+
+def masks_for(kind):
+    """(our attn_mask, torch kwargs) for a batch of 3 sequences of length 5."""
+    ours, kwargs = None, {}
+    if "causal" in kind:
+        ours = causal_mask(5)
+        kwargs["src_mask"] = ~causal_mask(5)  # torch: True = blocked
+    if "padding" in kind:
+        pad = padding_mask(VALID)  # (B, 1, 1, S)
+        ours = pad if ours is None else (pad & ours)
+        kwargs["src_key_padding_mask"] = ~VALID.bool()
+    return ours, kwargs
+
+
+@pytest.mark.parametrize("mask_kind", MASKS)
+@pytest.mark.parametrize("act_name", list(ACTIVATIONS))
+@pytest.mark.parametrize("norm_first", [False, True], ids=["post-norm", "pre-norm"])
+def test_block_matches_torch_encoder_layer(norm_first, act_name, mask_kind):
+    layer = torch_layer(norm_first, ACTIVATIONS[act_name])
+    ours = TransformerBlock.from_torch(layer).eval()
+    assert ours.norm_first == norm_first
+    assert ours.ff.activation == act_name.split("-")[0]
+    x = rand(3, 5, D, seed=1) * 2
+    our_mask, kwargs = masks_for(mask_kind)
+
+    y, weights = ours(x, attn_mask=our_mask)
+    close(y, layer(x, **kwargs))
+
+    # The weights the block returns are those of its self-attention sublayer on that sublayer's input.
+    sub_in = layer.norm1(x) if norm_first else x
+    torch_attn_mask = kwargs.get("src_mask")
+    _, t_weights = layer.self_attn(sub_in, sub_in, sub_in, attn_mask=torch_attn_mask,
+                                   key_padding_mask=kwargs.get("src_key_padding_mask"),
+                                   need_weights=True, average_attn_weights=False)
+    close(weights, t_weights)
+    assert weights.shape == (3, H, 5, 5)
+
+
+@pytest.mark.parametrize("norm_first", [False, True], ids=["post-norm", "pre-norm"])
+def test_block_is_causal_flag_equals_explicit_causal_mask_and_torch(norm_first):
+    layer = torch_layer(norm_first, "gelu", seed=2)
+    ours = TransformerBlock.from_torch(layer).eval()
+    x = rand(2, 5, D, seed=2)
+    y_flag, w_flag = ours(x, is_causal=True)
+    y_mask, w_mask = ours(x, attn_mask=causal_mask(5))
+    close(y_flag, y_mask)
+    close(w_flag, w_mask)
+    close(y_flag, layer(x, src_mask=~causal_mask(5), is_causal=True))
+
+
+@pytest.mark.parametrize("norm_first", [False, True], ids=["post-norm", "pre-norm"])
+def test_block_matches_torch_fast_path_under_no_grad(norm_first):
+    # Under no_grad in eval mode torch may take its fused "fast path": the same function, computed differently.
+    layer = torch_layer(norm_first, "relu", seed=3)
+    ours = TransformerBlock.from_torch(layer).eval()
+    x = rand(3, 5, D, seed=3)
+    with torch.no_grad():
+        y, _ = ours(x, attn_mask=padding_mask(VALID))
+        y_t = layer(x, src_key_padding_mask=~VALID.bool())
+    real = VALID.bool()
+    close(y[real], y_t[real], atol=1e-10)
+
+
+def test_block_from_torch_reads_eps_dropout_and_dtype():
+    layer = torch_layer(False, "relu", eps=1e-3)
+    ours = TransformerBlock.from_torch(layer)
+    assert ours.norm1.eps == 1e-3 and ours.norm2.eps == 1e-3
+    assert ours.self_attn.dropout == 0.1 and ours.dropout1.p == 0.1 and ours.ff.dropout.p == 0.1
+    assert all(p.dtype == F64 for p in ours.parameters())
+    # the copied float64 parameters are bit-identical, not rounded through float32
+    assert torch.equal(ours.ff.linear1.weight, layer.linear1.weight)
+    assert torch.equal(ours.ff.linear2.bias, layer.linear2.bias)
+    assert torch.equal(ours.self_attn.k_proj.weight, layer.self_attn.in_proj_weight[D:2 * D])
+    assert torch.equal(ours.norm2.weight, layer.norm2.weight)
+
+
+def test_block_norm_orders_written_out():
+    """Post-norm: x = norm1(x + attn(x)); x = norm2(x + ff(x)). Pre-norm: x = x + attn(norm1(x)); x = x + ff(norm2(x))."""
+    x = rand(2, 4, D, seed=4)
+    for norm_first in (False, True):
+        torch.manual_seed(4)
+        blk = TransformerBlock(D, H, D_FF, norm_first=norm_first).to(F64).eval()
+        with torch.no_grad():
+            for p in blk.parameters():
+                p.add_(0.3 * torch.randn_like(p))
+
+        def attn(t):
+            return blk.self_attn(t, t, t)[0]
+
+        if norm_first:
+            h = x + attn(blk.norm1(x))
+            expected = h + blk.ff(blk.norm2(h))
+        else:
+            h = blk.norm1(x + attn(x))
+            expected = blk.norm2(h + blk.ff(h))
+        close(blk(x)[0], expected, msg=f"norm_first={norm_first}: are the sublayer/norm orders swapped?")
+
+
+@pytest.mark.parametrize("norm_first", [False, True], ids=["post-norm", "pre-norm"])
+def test_block_gradcheck(norm_first):
+    torch.manual_seed(5)
+    blk = TransformerBlock(4, 2, 6, activation="gelu", norm_first=norm_first).to(F64).eval()
+    names = [n for n, _ in blk.named_parameters()]
+    params = tuple(p.detach().clone().requires_grad_() for p in blk.parameters())
+    x = rand(2, 3, 4, seed=5).requires_grad_()
+    mask = torch.tensor([[True, True, False], [True, True, True], [False, True, True]])
+
+    def f(x, *ps):
+        return torch.func.functional_call(blk, dict(zip(names, ps)), (x,), {"attn_mask": mask})[0]
+
+    assert torch.autograd.gradcheck(f, (x, *params))
+
+
+def test_block_gradients_match_torch():
+    layer = torch_layer(True, "gelu", seed=6)
+    ours = TransformerBlock.from_torch(layer).eval()
+    x1 = rand(2, 5, D, seed=6).requires_grad_()
+    x2 = x1.detach().clone().requires_grad_()
+    (ours(x1, is_causal=True)[0] ** 2).sum().backward()
+    (layer(x2, src_mask=~causal_mask(5)) ** 2).sum().backward()
+    close(x1.grad, x2.grad)
+    close(ours.ff.linear1.weight.grad, layer.linear1.weight.grad)
+    close(ours.norm1.weight.grad, layer.norm1.weight.grad)
+
+
+def test_block_dropout_train_differs_from_eval():
+    torch.manual_seed(7)
+    blk = TransformerBlock(D, H, D_FF, dropout=0.3).to(F64)
+    x = rand(2, 5, D, seed=7)
+    y_eval, _ = blk.eval()(x)
+    y_train, _ = blk.train()(x)
+    assert not torch.allclose(y_train, y_eval)
+    blk0 = TransformerBlock(D, H, D_FF, dropout=0.0).to(F64)
+    assert torch.equal(blk0.train()(x)[0], blk0.eval()(x)[0])
+
+
+@pytest.mark.parametrize("bad", [nn.Linear(4, 4), nn.TransformerDecoderLayer(8, 2, batch_first=True)])
+def test_block_from_torch_rejects_wrong_type(bad):
+    with pytest.raises(ValueError, match=rf"expected nn.TransformerEncoderLayer, received {type(bad).__name__}"):
+        TransformerBlock.from_torch(bad)
+
+
+def test_block_from_torch_rejects_other_activation():
+    layer = nn.TransformerEncoderLayer(8, 2, 16, activation=torch.tanh, batch_first=True)
+    with pytest.raises(ValueError, match=r"expected a ReLU or GELU activation, received <built-in method tanh"):
+        TransformerBlock.from_torch(layer)
+
+
+def test_block_from_torch_rejects_tanh_approximate_gelu():
+    # nn.GELU(approximate="tanh") is a different function from the exact GELU our block computes.
+    layer = nn.TransformerEncoderLayer(8, 2, 16, activation=nn.GELU(approximate="tanh"), batch_first=True)
+    with pytest.raises(ValueError, match=r"expected a ReLU or GELU activation, received GELU\(approximate='tanh'\)"):
+        TransformerBlock.from_torch(layer)
+
+
+def test_block_from_torch_rejects_bias_false():
+    layer = nn.TransformerEncoderLayer(8, 2, 16, bias=False, batch_first=True)
+    with pytest.raises(ValueError, match=r"bias=False are not supported"):
+        TransformerBlock.from_torch(layer)
+
+
+def test_block_rejects_bad_input_shape():
+    blk = TransformerBlock(D, H, D_FF)
+    with pytest.raises(ValueError, match=r"expected query of shape \(B, len, 8\), received \(5, 8\)"):
+        blk(torch.zeros(5, D))
+    with pytest.raises(ValueError, match=r"divisible by n_heads, received d_model=8, n_heads=3"):
+        TransformerBlock(8, 3, 16)
