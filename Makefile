@@ -2,7 +2,7 @@
 PYTHON ?= python3
 PIP := $(PYTHON) -m pip
 
-.PHONY: install book test clean lab
+.PHONY: install book test clean lab student
 
 install:
 	$(PIP) install -r requirements.txt
@@ -16,7 +16,11 @@ test: install
 	$(PYTHON) -m pytest
 
 clean:
-	rm -rf book/_build
+	rm -rf book/_build student_edition
+
+# For teachers: the chapters with every solution replaced by a stub, in student_edition/.
+student:
+	$(PYTHON) scripts/make_student_edition.py --source notebooks --output student_edition
 
 # Interactive use: JupyterLab on the chapters (project config in .jupyter/, e.g. allow_root for containers).
 lab: install

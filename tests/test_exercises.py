@@ -1,0 +1,595 @@
+"""Tests for transformer_lite.exercises: the checkers must accept right answers and name wrong ones.
+
+Oracle: for every checker, small functions written the way a learner would
+write them, independently of the checker's own variant helpers:
+
+* a correct reference implementation, written from the paper's formula, which
+  must pass and print "all checks passed";
+* one deliberately wrong implementation per classic mistake, which must be
+  rejected with an AssertionError whose message names *that* mistake (we match
+  a distinctive substring of the expected message);
+* a stub raising NotImplementedError, which must print "not implemented yet"
+  and return None, so that a student notebook still runs top to bottom.
+
+Where a natural wrong implementation is not named correctly, the test is
+marked ``xfail(strict=True)`` with the message the checker gives instead: the
+gap stays documented, and the mark fails loudly once the checker is fixed.
+"""
+
+import math
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+import transformer_lite
+from transformer_lite.exercises import (check_cached_causal_attention, check_causal_mask, check_layer_norm,
+                                        check_scaled_dot_product_attention, check_sinusoidal_positional_encoding,
+                                        check_split_merge_heads)
+
+
+def _not_implemented(*args, **kwargs):
+    raise NotImplementedError
+
+
+def _case(wrong, expected_message, gap=None):
+    """One parametrized wrong implementation, named after its function; ``gap`` = reason for a strict xfail."""
+    marks = pytest.mark.xfail(strict=True, reason=gap) if gap else ()
+    return pytest.param(wrong, expected_message, id=wrong.__name__, marks=marks)
+
+
+def _assert_passes(check, capsys, *fns):
+    assert check(*fns) is None
+    assert "all checks passed" in capsys.readouterr().out
+
+
+# =========================================================================== scaled dot-product attention
+# Each learner function: (query (..., L, d_k), key (..., S, d_k), value (..., S, d_v), attn_mask bool (L, S)
+# with True = may attend) -> (output (..., L, d_v), weights (..., L, S)).
+
+def attention_reference(query, key, value, attn_mask=None):
+    d_k = query.shape[-1]
+    scores = query @ key.transpose(-2, -1) / math.sqrt(d_k)  # (..., L, S)
+    if attn_mask is not None:
+        scores = scores.masked_fill(~attn_mask, float("-inf"))
+    weights = torch.softmax(scores, dim=-1)
+    return weights @ value, weights
+
+
+def attention_no_scaling(query, key, value, attn_mask=None):
+    scores = query @ key.transpose(-2, -1)
+    if attn_mask is not None:
+        scores = scores.masked_fill(~attn_mask, float("-inf"))
+    weights = torch.softmax(scores, dim=-1)
+    return weights @ value, weights
+
+
+def attention_scaled_by_d_k(query, key, value, attn_mask=None):
+    scores = query @ key.transpose(-2, -1) / query.shape[-1]
+    if attn_mask is not None:
+        scores = scores.masked_fill(~attn_mask, float("-inf"))
+    weights = torch.softmax(scores, dim=-1)
+    return weights @ value, weights
+
+
+def attention_softmax_over_queries(query, key, value, attn_mask=None):
+    scores = query @ key.transpose(-2, -1) / math.sqrt(query.shape[-1])
+    if attn_mask is not None:
+        scores = scores.masked_fill(~attn_mask, float("-inf"))
+    weights = torch.softmax(scores, dim=-2)
+    return weights @ value, weights
+
+
+def attention_inverted_mask(query, key, value, attn_mask=None):
+    # Uses the nn.MultiheadAttention convention (True = blocked) by mistake.
+    scores = query @ key.transpose(-2, -1) / math.sqrt(query.shape[-1])
+    if attn_mask is not None:
+        scores = scores.masked_fill(attn_mask, float("-inf"))
+    weights = torch.softmax(scores, dim=-1)
+    return weights @ value, weights
+
+
+def attention_inverted_mask_nan_safe(query, key, value, attn_mask=None):
+    # Same mistake, but fully blocked rows are turned from NaN into zeros, as the package reference does.
+    scores = query @ key.transpose(-2, -1) / math.sqrt(query.shape[-1])
+    if attn_mask is not None:
+        scores = scores.masked_fill(attn_mask, float("-inf"))
+    weights = torch.nan_to_num(torch.softmax(scores, dim=-1), nan=0.0)
+    return weights @ value, weights
+
+
+def attention_mask_ignored(query, key, value, attn_mask=None):
+    scores = query @ key.transpose(-2, -1) / math.sqrt(query.shape[-1])
+    weights = torch.softmax(scores, dim=-1)
+    return weights @ value, weights
+
+
+def attention_mask_after_softmax(query, key, value, attn_mask=None):
+    scores = query @ key.transpose(-2, -1) / math.sqrt(query.shape[-1])
+    weights = torch.softmax(scores, dim=-1)
+    if attn_mask is not None:
+        weights = weights.masked_fill(~attn_mask, 0.0)
+    return weights @ value, weights
+
+
+def attention_output_from_transposed_weights(query, key, value, attn_mask=None):
+    _, weights = attention_reference(query, key, value, attn_mask)
+    return weights.transpose(-2, -1) @ value, weights
+
+
+def attention_returns_transposed_weights(query, key, value, attn_mask=None):
+    output, weights = attention_reference(query, key, value, attn_mask)
+    return output, weights.transpose(-2, -1)
+
+
+def attention_returns_only_output(query, key, value, attn_mask=None):
+    return attention_reference(query, key, value, attn_mask)[0]
+
+
+def test_attention_reference_with_torch_softmax_passes(capsys):
+    _assert_passes(check_scaled_dot_product_attention, capsys, attention_reference)
+
+
+def test_attention_package_function_passes(capsys):
+    _assert_passes(check_scaled_dot_product_attention, capsys,
+                   lambda q, k, v, attn_mask=None: transformer_lite.scaled_dot_product_attention(
+                       q, k, v, attn_mask=attn_mask))
+
+
+@pytest.mark.parametrize("wrong, expected_message", [
+    _case(attention_no_scaling, r"Likely mistake: no scaling"),
+    _case(attention_scaled_by_d_k, r"Likely mistake: scaled by d_k instead of sqrt\(d_k\)"),
+    _case(attention_softmax_over_queries, r"Likely mistake: softmax over the wrong axis"),
+    _case(attention_inverted_mask_nan_safe, r"Likely mistake: inverted mask polarity"),
+    _case(attention_mask_ignored, r"Likely mistake: a future-position leak"),
+    _case(attention_mask_after_softmax, r"Likely mistake: mask applied after the softmax"),
+    _case(attention_output_from_transposed_weights,
+          r"Likely mistake: multiplied the values by the transposed weights"),
+    _case(attention_returns_only_output, r"expected a tuple \(output, weights\), received Tensor"),
+    _case(attention_inverted_mask, r"Likely mistake: inverted mask polarity", gap=(
+        "checker gap: with -inf filling, the inverted causal mask blocks the whole last row, "
+        "softmax gives NaN there, the inverted-polarity variant (NaN turned to 0) no longer matches, and the "
+        "message is 'a future-position leak / mask not applied' instead")),
+    _case(attention_returns_transposed_weights, r"Likely mistake: .*transpos", gap=(
+        "checker gap: transposed weights are not among the known mistakes; the message is "
+        "'largest difference from the reference 0.778, and it matches none of the usual mistakes'")),
+])
+def test_attention_wrong_implementation_is_named(wrong, expected_message):
+    with pytest.raises(AssertionError, match=expected_message):
+        check_scaled_dot_product_attention(wrong)
+
+
+def test_attention_unrelated_values_report_largest_difference():
+    def unrelated(query, key, value, attn_mask=None):
+        L, S = query.shape[-2], key.shape[-2]
+        weights = torch.full((*query.shape[:-2], L, S), 1.0 / S, dtype=query.dtype) * 0.5  # rows sum to 1/2
+        return weights @ value, weights
+
+    with pytest.raises(AssertionError, match="largest difference"):
+        check_scaled_dot_product_attention(unrelated)
+
+
+def test_attention_wrong_shape_reports_expected_shape():
+    def output_without_last_dim(query, key, value, attn_mask=None):
+        output, weights = attention_reference(query, key, value, attn_mask)
+        return output.sum(-1), weights
+
+    with pytest.raises(AssertionError, match=r"output for .*expected shape"):
+        check_scaled_dot_product_attention(output_without_last_dim)
+
+
+def test_attention_not_implemented_prints_and_returns_none(capsys):
+    assert check_scaled_dot_product_attention(_not_implemented) is None
+    assert "not implemented yet" in capsys.readouterr().out
+
+
+# =========================================================================== causal mask
+# fn(L) -> bool (L, L), True = may attend: query i (row) sees keys j <= i (columns).
+
+def causal_mask_reference(L):
+    return torch.arange(L)[:, None] >= torch.arange(L)[None, :]
+
+
+def causal_mask_without_diagonal(L):
+    return torch.tril(torch.ones(L, L, dtype=torch.bool), diagonal=-1)
+
+
+def causal_mask_one_step_ahead(L):
+    return torch.tril(torch.ones(L, L, dtype=torch.bool), diagonal=1)
+
+
+def causal_mask_transposed(L):
+    return torch.triu(torch.ones(L, L, dtype=torch.bool))
+
+
+def causal_mask_inverted(L):
+    return torch.triu(torch.ones(L, L, dtype=torch.bool), diagonal=1)  # True = blocked
+
+
+def causal_mask_float(L):
+    return torch.tril(torch.ones(L, L))
+
+
+def causal_mask_all_true(L):
+    return torch.ones(L, L, dtype=torch.bool)
+
+
+def test_causal_mask_reference_passes(capsys):
+    _assert_passes(check_causal_mask, capsys, causal_mask_reference)
+
+
+@pytest.mark.parametrize("wrong, expected_message", [
+    _case(causal_mask_without_diagonal, r"Likely mistake: diagonal shifted down"),
+    _case(causal_mask_one_step_ahead, r"Likely mistake: diagonal shifted up"),
+    _case(causal_mask_transposed, r"Likely mistake: transposed"),
+    _case(causal_mask_inverted, r"Likely mistake: inverted polarity"),
+    _case(causal_mask_float, r"expected dtype torch.bool"),
+    _case(causal_mask_all_true, r"Likely mistake: everything allowed"),
+])
+def test_causal_mask_wrong_implementation_is_named(wrong, expected_message):
+    with pytest.raises(AssertionError, match=expected_message):
+        check_causal_mask(wrong)
+
+
+def test_causal_mask_unknown_mistake_points_at_an_entry():
+    def first_key_blocked(L):
+        mask = causal_mask_reference(L)
+        mask[:, 0] = False
+        return mask
+
+    with pytest.raises(AssertionError, match=r"entry \(query 0, key 0\) should be True"):
+        check_causal_mask(first_key_blocked)
+
+
+def test_causal_mask_wrong_shape_reports_expected_shape():
+    with pytest.raises(AssertionError, match=r"expected shape \(5, 5\), received \(5, 6\)"):
+        check_causal_mask(lambda L: torch.ones(L, L + 1, dtype=torch.bool).tril())
+
+
+def test_causal_mask_not_implemented_prints_and_returns_none(capsys):
+    assert check_causal_mask(_not_implemented) is None
+    assert "not implemented yet" in capsys.readouterr().out
+
+
+# =========================================================================== layer norm
+# fn(x (..., D), weight (D,), bias (D,), eps) -> (..., D), normalized over the last dimension (features).
+
+def layer_norm_reference(x, weight, bias, eps=1e-5):
+    mean = x.mean(dim=-1, keepdim=True)
+    var = ((x - mean) ** 2).mean(dim=-1, keepdim=True)  # biased: divide by D
+    return (x - mean) / torch.sqrt(var + eps) * weight + bias
+
+
+def layer_norm_unbiased_variance(x, weight, bias, eps=1e-5):
+    mean = x.mean(dim=-1, keepdim=True)
+    var = x.var(dim=-1, keepdim=True)  # torch's default divides by D - 1
+    return (x - mean) / torch.sqrt(var + eps) * weight + bias
+
+
+def layer_norm_eps_outside_sqrt(x, weight, bias, eps=1e-5):
+    mean = x.mean(dim=-1, keepdim=True)
+    std = x.std(dim=-1, keepdim=True, unbiased=False)
+    return (x - mean) / (std + eps) * weight + bias
+
+
+def layer_norm_over_positions(x, weight, bias, eps=1e-5):
+    mean = x.mean(dim=-2, keepdim=True)
+    var = x.var(dim=-2, keepdim=True, unbiased=False)
+    return (x - mean) / torch.sqrt(var + eps) * weight + bias
+
+
+def layer_norm_over_batch(x, weight, bias, eps=1e-5):
+    mean = x.mean(dim=0, keepdim=True)
+    var = x.var(dim=0, keepdim=True, unbiased=False)
+    return (x - mean) / torch.sqrt(var + eps) * weight + bias
+
+
+def layer_norm_without_affine(x, weight, bias, eps=1e-5):
+    mean = x.mean(dim=-1, keepdim=True)
+    var = x.var(dim=-1, keepdim=True, unbiased=False)
+    return (x - mean) / torch.sqrt(var + eps)
+
+
+def layer_norm_hard_coded_eps(x, weight, bias, eps=1e-5):
+    mean = x.mean(dim=-1, keepdim=True)
+    var = x.var(dim=-1, keepdim=True, unbiased=False)
+    return (x - mean) / torch.sqrt(var + 1e-5) * weight + bias
+
+
+def layer_norm_no_eps_at_all(x, weight, bias, eps=1e-5):
+    mean = x.mean(dim=-1, keepdim=True)
+    var = x.var(dim=-1, keepdim=True, unbiased=False)
+    return (x - mean) / torch.sqrt(var) * weight + bias
+
+
+def test_layer_norm_reference_passes(capsys):
+    _assert_passes(check_layer_norm, capsys, layer_norm_reference)
+
+
+def test_layer_norm_torch_functional_passes(capsys):
+    _assert_passes(check_layer_norm, capsys,
+                   lambda x, weight, bias, eps=1e-5: F.layer_norm(x, x.shape[-1:], weight, bias, eps))
+
+
+@pytest.mark.parametrize("wrong, expected_message", [
+    _case(layer_norm_unbiased_variance, r"Likely mistake: unbiased variance"),
+    _case(layer_norm_eps_outside_sqrt, r"Likely mistake: epsilon outside the square root"),
+    _case(layer_norm_over_positions, r"Likely mistake: normalizing over the wrong axis"),
+    _case(layer_norm_over_batch, r"Likely mistake: normalizing over the wrong axis"),
+    _case(layer_norm_without_affine, r"Likely mistake: forgot the learned scale and shift"),
+    _case(layer_norm_hard_coded_eps, r"Likely mistake: eps ignored"),
+    _case(layer_norm_no_eps_at_all, r"Likely mistake: .*eps", gap=(
+        "checker gap: the 'eps ignored' variant is only built for eps != 1e-5 and the first "
+        "case uses eps=1e-5, so dropping eps altogether gives 'wrong output for x of shape (2, 3, 5), eps=1e-05: "
+        "largest difference from the reference 5.2e-05, and it matches none of the usual mistakes'")),
+])
+def test_layer_norm_wrong_implementation_is_named(wrong, expected_message):
+    with pytest.raises(AssertionError, match=expected_message):
+        check_layer_norm(wrong)
+
+
+def test_layer_norm_unrelated_values_report_largest_difference():
+    with pytest.raises(AssertionError, match="largest difference"):
+        check_layer_norm(lambda x, weight, bias, eps=1e-5: x * 2.0 + 1.0)
+
+
+def test_layer_norm_wrong_shape_reports_expected_shape():
+    with pytest.raises(AssertionError, match=r"expected shape \(2, 3, 5\), received \(2, 3\)"):
+        check_layer_norm(lambda x, weight, bias, eps=1e-5: x.mean(dim=-1))
+
+
+def test_layer_norm_not_implemented_prints_and_returns_none(capsys):
+    assert check_layer_norm(_not_implemented) is None
+    assert "not implemented yet" in capsys.readouterr().out
+
+
+# =========================================================================== sinusoidal positional encoding
+# fn(seq_len, d_model) -> (seq_len, d_model):
+# PE[pos, 2i] = sin(pos / 10000^(2i/d_model)), PE[pos, 2i+1] = cos(pos / 10000^(2i/d_model)).
+
+def positional_encoding_reference(seq_len, d_model):
+    """The formula entry by entry, with Python floats; an odd d_model ends on a sine."""
+    pe = torch.zeros(seq_len, d_model, dtype=torch.float64)
+    for pos in range(seq_len):
+        for j in range(d_model):
+            two_i = j - j % 2  # features 2i and 2i+1 share the frequency of pair i
+            angle = pos / 10000 ** (two_i / d_model)
+            pe[pos, j] = math.sin(angle) if j % 2 == 0 else math.cos(angle)
+    return pe
+
+
+def positional_encoding_float32(seq_len, d_model):
+    """The vectorised form of the annotated transformer, in the default float32."""
+    position = torch.arange(seq_len).unsqueeze(1)  # (L, 1)
+    div_term = torch.exp(torch.arange(0, d_model, 2) * -(math.log(10000.0) / d_model))  # (ceil(D/2),)
+    pe = torch.zeros(seq_len, d_model)
+    pe[:, 0::2] = torch.sin(position * div_term)
+    pe[:, 1::2] = torch.cos(position * div_term[: d_model // 2])
+    return pe
+
+
+def _angles(seq_len, d_model, base=10000.0, start=0):
+    pos = torch.arange(start, start + seq_len, dtype=torch.float64)[:, None]  # (L, 1)
+    two_i = torch.arange(0, d_model, 2, dtype=torch.float64)  # (ceil(D/2),)
+    return pos / base ** (two_i / d_model)  # (L, ceil(D/2))
+
+
+def positional_encoding_concatenated(seq_len, d_model):
+    angles = _angles(seq_len, d_model)
+    return torch.cat([torch.sin(angles), torch.cos(angles)], dim=-1)[:, :d_model]
+
+
+def positional_encoding_base_1000(seq_len, d_model):
+    angles = _angles(seq_len, d_model, base=1000.0)
+    pe = torch.zeros(seq_len, d_model, dtype=torch.float64)
+    pe[:, 0::2] = torch.sin(angles)
+    pe[:, 1::2] = torch.cos(angles[:, : d_model // 2])
+    return pe
+
+
+def positional_encoding_positions_from_1(seq_len, d_model):
+    angles = _angles(seq_len, d_model, start=1)
+    pe = torch.zeros(seq_len, d_model, dtype=torch.float64)
+    pe[:, 0::2] = torch.sin(angles)
+    pe[:, 1::2] = torch.cos(angles[:, : d_model // 2])
+    return pe
+
+
+def positional_encoding_sin_cos_swapped(seq_len, d_model):
+    angles = _angles(seq_len, d_model)
+    pe = torch.zeros(seq_len, d_model, dtype=torch.float64)
+    pe[:, 0::2] = torch.cos(angles)
+    pe[:, 1::2] = torch.sin(angles[:, : d_model // 2])
+    return pe
+
+
+def positional_encoding_exponent_i(seq_len, d_model):
+    pos = torch.arange(seq_len, dtype=torch.float64)[:, None]
+    i = torch.arange((d_model + 1) // 2, dtype=torch.float64)  # pair index i, used where 2i belongs
+    angles = pos / 10000 ** (i / d_model)
+    pe = torch.zeros(seq_len, d_model, dtype=torch.float64)
+    pe[:, 0::2] = torch.sin(angles)
+    pe[:, 1::2] = torch.cos(angles[:, : d_model // 2])
+    return pe
+
+
+def test_positional_encoding_reference_handles_odd_d_model():
+    # Hand check of the reference itself: d_model=3 has one full pair and a trailing sine.
+    pe = positional_encoding_reference(2, 3)
+    expected = torch.tensor([[0.0, 1.0, 0.0],
+                             [math.sin(1.0), math.cos(1.0), math.sin(1 / 10000 ** (2 / 3))]], dtype=torch.float64)
+    torch.testing.assert_close(pe, expected)
+
+
+@pytest.mark.parametrize("reference", [positional_encoding_reference, positional_encoding_float32],
+                         ids=["python-floats", "float32-vectorised"])
+def test_positional_encoding_reference_passes(reference, capsys):
+    _assert_passes(check_sinusoidal_positional_encoding, capsys, reference)
+
+
+@pytest.mark.parametrize("wrong, expected_message", [
+    _case(positional_encoding_concatenated,
+          r"Likely mistake: sin and cos halves concatenated instead of interleaved"),
+    _case(positional_encoding_base_1000, r"Likely mistake: wrong base"),
+    _case(positional_encoding_positions_from_1, r"Likely mistake: off-by-one position"),
+    _case(positional_encoding_sin_cos_swapped, r"Likely mistake: sin and cos swapped"),
+    _case(positional_encoding_exponent_i, r"Likely mistake: wrong exponent: use 2i/d_model"),
+])
+def test_positional_encoding_wrong_implementation_is_named(wrong, expected_message):
+    with pytest.raises(AssertionError, match=expected_message):
+        check_sinusoidal_positional_encoding(wrong)
+
+
+def test_positional_encoding_unrelated_values_report_largest_difference():
+    with pytest.raises(AssertionError, match="largest difference"):
+        check_sinusoidal_positional_encoding(lambda seq_len, d_model: torch.zeros(seq_len, d_model))
+
+
+def test_positional_encoding_wrong_shape_reports_expected_shape():
+    with pytest.raises(AssertionError, match=r"expected shape \(6, 8\), received \(8, 6\)"):
+        check_sinusoidal_positional_encoding(lambda seq_len, d_model: positional_encoding_reference(
+            seq_len, d_model).T)
+
+
+def test_positional_encoding_not_implemented_prints_and_returns_none(capsys):
+    assert check_sinusoidal_positional_encoding(_not_implemented) is None
+    assert "not implemented yet" in capsys.readouterr().out
+
+
+# =========================================================================== split / merge heads
+# split_fn(x (B, L, D), n_heads) -> (B, H, L, D/H); merge_fn((B, H, L, D/H)) -> (B, L, D).
+
+def split_heads_reference(x, n_heads):
+    B, L, D = x.shape
+    return x.view(B, L, n_heads, D // n_heads).transpose(1, 2)  # (B, L, H, d_head) -> (B, H, L, d_head)
+
+
+def merge_heads_reference(heads):
+    B, H, L, d_head = heads.shape
+    return heads.transpose(1, 2).reshape(B, L, H * d_head)  # (B, H, L, d_head) -> (B, L, H, d_head) -> (B, L, D)
+
+
+def split_heads_straight_reshape(x, n_heads):
+    B, L, D = x.shape
+    return x.reshape(B, n_heads, L, D // n_heads)
+
+
+def merge_heads_without_transpose(heads):
+    B, H, L, d_head = heads.shape
+    return heads.reshape(B, L, H * d_head)
+
+
+def merge_heads_transpose_then_view(heads):
+    # Passes on the checker's input, but crashes on the contiguous (B, H, L, d_head) output of weights @ value.
+    B, H, L, d_head = heads.shape
+    return heads.transpose(1, 2).view(B, L, H * d_head)
+
+
+def test_split_merge_reference_passes(capsys):
+    _assert_passes(check_split_merge_heads, capsys, split_heads_reference, merge_heads_reference)
+
+
+def test_split_straight_reshape_is_named():
+    with pytest.raises(AssertionError, match=r"split_fn is wrong .*reshaped straight to \(B, H, L, d_head\)"):
+        check_split_merge_heads(split_heads_straight_reshape, merge_heads_reference)
+
+
+def test_merge_without_transpose_is_named():
+    with pytest.raises(AssertionError, match=r"merge_fn is wrong .*transpose\(1, 2\) back first"):
+        check_split_merge_heads(split_heads_reference, merge_heads_without_transpose)
+
+
+@pytest.mark.xfail(strict=True, reason="checker gap: merge_fn is only called on split's own (non-contiguous) layout, "
+                   "so transpose(1, 2).view(...) passes although it raises RuntimeError ('view size is not "
+                   "compatible ...') on a contiguous (B, H, L, d_head) tensor such as weights @ value")
+def test_merge_that_only_works_on_non_contiguous_input_is_rejected():
+    with pytest.raises(RuntimeError, match="view size is not compatible"):
+        merge_heads_transpose_then_view(torch.randn(2, 3, 5, 4))  # contiguous, as weights @ value is
+    with pytest.raises(AssertionError):
+        check_split_merge_heads(split_heads_reference, merge_heads_transpose_then_view)
+
+
+def test_split_unrelated_values_report_largest_difference():
+    with pytest.raises(AssertionError, match="largest difference"):
+        check_split_merge_heads(lambda x, n_heads: torch.zeros_like(split_heads_reference(x, n_heads)),
+                                merge_heads_reference)
+
+
+def test_merge_unrelated_values_report_largest_difference():
+    with pytest.raises(AssertionError, match="largest difference"):
+        check_split_merge_heads(split_heads_reference, lambda heads: -merge_heads_reference(heads))
+
+
+def test_split_wrong_shape_reports_expected_shape():
+    def split_without_transpose(x, n_heads):
+        B, L, D = x.shape
+        return x.view(B, L, n_heads, D // n_heads)
+
+    with pytest.raises(AssertionError,
+                       match=r"split_fn output .*expected shape \(2, 3, 5, 4\), received \(2, 5, 3, 4\)"):
+        check_split_merge_heads(split_without_transpose, merge_heads_reference)
+
+
+@pytest.mark.parametrize("split_fn, merge_fn", [(_not_implemented, merge_heads_reference),
+                                                (split_heads_reference, _not_implemented)],
+                         ids=["split-stub", "merge-stub"])
+def test_split_merge_not_implemented_prints_and_returns_none(split_fn, merge_fn, capsys):
+    assert check_split_merge_heads(split_fn, merge_fn) is None
+    assert "not implemented yet" in capsys.readouterr().out
+
+
+# =========================================================================== cached causal attention
+# fn(query (..., L, d), key, value (..., S, d)) -> output (..., L, d); the queries are the LAST L positions,
+# so query i (absolute position S - L + i) sees keys 0 .. S - L + i (bottom-right alignment).
+
+def cached_attention_reference(query, key, value):
+    L, S = query.shape[-2], key.shape[-2]
+    query_position = S - L + torch.arange(L)  # (L,) absolute positions of the new queries
+    allowed = torch.arange(S)[None, :] <= query_position[:, None]  # (L, S), True = may attend
+    scores = query @ key.transpose(-2, -1) / math.sqrt(query.shape[-1])
+    weights = torch.softmax(scores.masked_fill(~allowed, float("-inf")), dim=-1)
+    return weights @ value
+
+
+def cached_attention_top_left(query, key, value):
+    return F.scaled_dot_product_attention(query, key, value, is_causal=True)
+
+
+def cached_attention_no_mask(query, key, value):
+    return F.scaled_dot_product_attention(query, key, value)
+
+
+def test_cached_attention_reference_passes(capsys):
+    _assert_passes(check_cached_causal_attention, capsys, cached_attention_reference)
+
+
+def test_cached_attention_package_function_returning_a_tuple_passes(capsys):
+    _assert_passes(check_cached_causal_attention, capsys,
+                   lambda q, k, v: transformer_lite.scaled_dot_product_attention(q, k, v, is_causal=True))
+
+
+@pytest.mark.parametrize("wrong, expected_message", [
+    _case(cached_attention_top_left, r"Likely mistake: top-left alignment"),
+    _case(cached_attention_no_mask, r"Likely mistake: no causal mask"),
+])
+def test_cached_attention_wrong_implementation_is_named(wrong, expected_message):
+    with pytest.raises(AssertionError, match=expected_message):
+        check_cached_causal_attention(wrong)
+
+
+def test_cached_attention_unrelated_values_report_largest_difference():
+    with pytest.raises(AssertionError, match="largest difference"):
+        check_cached_causal_attention(lambda q, k, v: torch.zeros_like(q))
+
+
+def test_cached_attention_wrong_shape_reports_expected_shape():
+    def attends_from_every_key_position(query, key, value):  # computes outputs for all S positions
+        return F.scaled_dot_product_attention(key, key, value, is_causal=True)
+
+    with pytest.raises(AssertionError, match=r"expected shape \(1, 4\), received \(6, 4\)"):
+        check_cached_causal_attention(attends_from_every_key_position)
+
+
+def test_cached_attention_not_implemented_prints_and_returns_none(capsys):
+    assert check_cached_causal_attention(_not_implemented) is None
+    assert "not implemented yet" in capsys.readouterr().out

@@ -1,0 +1,69 @@
+"""The student edition: generated from the chapter notebooks by scripts/make_student_edition.py.
+
+Oracle: the generated notebooks themselves, executed with nbclient. They must run
+from top to bottom without an error, contain no solution, and every checker must
+report "not implemented yet" for its stub instead of crashing.
+"""
+
+import importlib.util
+import json
+import sys
+from pathlib import Path
+
+import nbformat
+import pytest
+from nbclient import NotebookClient
+
+ROOT = Path(__file__).resolve().parents[1]
+CHAPTERS = sorted((ROOT / "notebooks").glob("*.ipynb"))
+
+
+def _generator():
+    spec = importlib.util.spec_from_file_location("make_student_edition", ROOT / "scripts" / "make_student_edition.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_stub_source_replaces_only_the_marked_region():
+    gen = _generator()
+    source = "def f(x):\n    '''doc'''\n    # BEGIN SOLUTION\n    y = x + 1\n    return y\n    # END SOLUTION\n"
+    assert gen.stub_source(source) == f"def f(x):\n    '''doc'''\n    {gen.STUB}"
+    assert gen.stub_source("x = 1") is None
+    with pytest.raises(ValueError, match="END SOLUTION"):
+        gen.stub_source("# BEGIN SOLUTION\nx = 1")
+
+
+@pytest.mark.parametrize("path", CHAPTERS, ids=lambda p: p.stem)
+def test_student_notebook_has_no_solution_and_runs(path, tmp_path):
+    gen = _generator()
+    chapter = nbformat.read(path, as_version=4)
+    student = gen.student_notebook(chapter)
+    text = json.dumps(student)
+    for marker in ("BEGIN SOLUTION", "solution-start", "solution-end"):
+        assert marker not in text, f"{marker!r} left in the student edition of {path.name}"
+
+    n_exercises = sum(1 for c in chapter.cells if "{exercise}" in c.source)
+    n_stubs = sum(1 for c in student.cells if gen.STUB in c.source)
+    n_checks = sum(1 for c in student.cells if c.cell_type == "code" and "check_" in c.source
+                   and "import" not in c.source.splitlines()[-1])
+    assert n_exercises >= 3, f"{path.name}: expected 3-6 exercises, found {n_exercises}"
+    assert n_stubs >= 1 and n_checks >= 1
+
+    # Run it where the chapters run (relative paths such as ../tests/golden must resolve).
+    NotebookClient(student, timeout=600, kernel_name="python3",
+                   resources={"metadata": {"path": str(ROOT / "notebooks")}}).execute()
+    outputs = [o for c in student.cells if c.cell_type == "code" for o in c.outputs]
+    errors = [o for o in outputs if o.output_type == "error"]
+    assert not errors, f"{path.name}: {errors[0].ename}: {errors[0].evalue}"
+    printed = "".join(o.get("text", "") for o in outputs if o.output_type == "stream")
+    assert printed.count("not implemented yet") == n_checks
+    assert "all checks passed" not in printed
+
+
+def test_command_line_writes_every_chapter(tmp_path, monkeypatch):
+    gen = _generator()
+    monkeypatch.setattr(sys, "argv", ["make_student_edition.py", "--source", str(ROOT / "notebooks"),
+                                      "--output", str(tmp_path)])
+    gen.main()
+    assert sorted(p.name for p in tmp_path.glob("*.ipynb")) == [p.name for p in CHAPTERS]

@@ -1,0 +1,386 @@
+"""Checkers for the book's exercises: they test a learner's function and name the likely mistake.
+
+Each ``check_*`` function calls the learner's function on seeded, distinct
+inputs of several shapes (L != S, odd ``d_model``, a single position, masks),
+compares with this package's reference in float64, and
+
+* returns ``None`` (after printing a short confirmation) when every case agrees;
+* raises ``AssertionError`` whose message names the classic mistake that
+  reproduces the wrong answer (e.g. "scaled by d_k instead of sqrt(d_k)"),
+  or, when no known mistake fits, says which case failed and how;
+* prints ``not implemented yet`` and returns ``None`` when the function raises
+  ``NotImplementedError`` (the stubs of the student edition do), so that a
+  notebook still runs from top to bottom.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+
+import torch
+from torch import Tensor
+
+from .attention import scaled_dot_product_attention
+from .masks import causal_mask
+
+__all__ = [
+    "check_scaled_dot_product_attention", "check_causal_mask", "check_layer_norm",
+    "check_sinusoidal_positional_encoding", "check_split_merge_heads", "check_cached_causal_attention",
+    "reference_sinusoidal_positional_encoding",
+]
+
+ATOL = 1e-6
+
+
+class _NotImplementedYet(Exception):
+    pass
+
+
+def _call(fn: Callable, *args, **kwargs):
+    try:
+        return fn(*args, **kwargs)
+    except NotImplementedError as exc:
+        raise _NotImplementedYet from exc
+
+
+def _checker(name: str):
+    """Wrap a check so NotImplementedError prints 'not implemented yet' and success prints a confirmation."""
+    def wrap(check):
+        def run(*fns):
+            try:
+                check(*fns)
+            except _NotImplementedYet:
+                print(f"{name}: not implemented yet (your function raises NotImplementedError)")
+                return None
+            print(f"{name}: all checks passed")
+            return None
+        run.__name__, run.__qualname__, run.__doc__ = name, name, check.__doc__
+        return run
+    return wrap
+
+
+def _gen(seed: int) -> torch.Generator:
+    return torch.Generator().manual_seed(seed)
+
+
+def _close(a, b) -> bool:
+    return isinstance(a, Tensor) and a.shape == b.shape and torch.allclose(a.double(), b.double(), atol=ATOL, rtol=1e-5)
+
+
+def _diagnose(got: Tensor, variants: dict[str, Tensor], case: str, what: str, expected: Tensor) -> AssertionError:
+    for mistake, value in variants.items():
+        if _close(got, value):
+            return AssertionError(f"wrong {what} for {case}. Likely mistake: {mistake}")
+    err = (got.double() - expected.double()).abs().max().item()
+    return AssertionError(f"wrong {what} for {case}: largest difference from the reference {err:.3g}, and it "
+                          "matches none of the usual mistakes; print both and compare")
+
+
+def _check_tensor(value, name: str, shape: tuple, case: str) -> None:
+    if not isinstance(value, Tensor):
+        raise AssertionError(f"{name} for {case}: expected a torch.Tensor, received {type(value).__name__}")
+    if tuple(value.shape) != tuple(shape):
+        raise AssertionError(f"{name} for {case}: expected shape {tuple(shape)}, received {tuple(value.shape)}")
+
+
+# --------------------------------------------------------------------------- attention
+
+def _attention_variant(q, k, v, mask, scale, softmax_dim=-1, mask_mode="normal"):
+    scores = q @ k.transpose(-2, -1) * scale
+    if mask is not None and mask_mode == "normal":
+        scores = scores.masked_fill(~mask, float("-inf"))
+    elif mask is not None and mask_mode == "inverted":
+        scores = scores.masked_fill(mask, float("-inf"))
+    w = torch.softmax(scores, dim=softmax_dim)
+    if mask is not None and mask_mode == "after_softmax":
+        w = w * mask
+    w = torch.nan_to_num(w, nan=0.0)
+    return w @ v, w
+
+
+def _attention_cases():
+    g = _gen(1234)
+    cases = []
+    for (batch, L, S, d_k, d_v, masked) in [((), 3, 3, 16, 16, False), ((2,), 2, 5, 9, 3, False),
+                                            ((2, 3), 4, 4, 16, 5, "causal"), ((), 1, 1, 4, 4, False),
+                                            ((3,), 5, 3, 8, 8, "random")]:
+        q = torch.randn(*batch, L, d_k, generator=g, dtype=torch.float64) * 1.5
+        k = torch.randn(*batch, S, d_k, generator=g, dtype=torch.float64) * 1.5
+        v = torch.randn(*batch, S, d_v, generator=g, dtype=torch.float64)
+        mask = None
+        if masked == "causal":
+            mask = causal_mask(L, S)
+        elif masked == "random":
+            mask = torch.rand(L, S, generator=g) < 0.6
+            mask[:, 0] = True  # every query keeps at least one key
+            mask[0, 1:] = False
+        desc = f"query {tuple(q.shape)}, key {tuple(k.shape)}, value {tuple(v.shape)}" + (
+            f", {masked} bool mask {tuple(mask.shape)}" if mask is not None else ", no mask")
+        cases.append((q, k, v, mask, desc))
+    return cases
+
+
+@_checker("check_scaled_dot_product_attention")
+def check_scaled_dot_product_attention(fn: Callable) -> None:
+    """Check ``fn(query, key, value, attn_mask=None) -> (output, weights)``.
+
+    ``query (..., L, d_k)``, ``key (..., S, d_k)``, ``value (..., S, d_v)``; ``attn_mask`` a bool
+    ``(L, S)`` tensor with ``True`` = may attend. Expected: ``output (..., L, d_v)`` and
+    ``weights (..., L, S)`` equal to softmax(Q K^T / sqrt(d_k)) V (Vaswani et al., 2017, Eq. 1).
+
+    Raises:
+        AssertionError: naming the likely mistake.
+    """
+    for q, k, v, mask, case in _attention_cases():
+        result = _call(fn, q.clone(), k.clone(), v.clone(), attn_mask=None if mask is None else mask.clone())
+        if not isinstance(result, tuple) or len(result) != 2:
+            raise AssertionError(f"for {case}: expected a tuple (output, weights), received {type(result).__name__}")
+        out, w = result
+        L, S, d_k, d_v = q.shape[-2], k.shape[-2], q.shape[-1], v.shape[-1]
+        _check_tensor(w, "weights", (*q.shape[:-2], L, S), case)
+        _check_tensor(out, "output", (*q.shape[:-2], L, d_v), case)
+        ref_out, ref_w = scaled_dot_product_attention(q, k, v, attn_mask=mask)
+        if mask is not None and (w.double()[..., ~mask].abs() > 0).any() and not _close(
+                w, _attention_variant(q, k, v, mask, 1 / math.sqrt(d_k), mask_mode="inverted")[1]):
+            raise AssertionError(f"wrong weights for {case}. Likely mistake: a future-position leak / mask not "
+                                 "applied: a query gives weight to a key the mask forbids (False = blocked). Fill "
+                                 "the forbidden scores with -inf before the softmax")
+        variants = {
+            "no scaling: divide the scores by sqrt(d_k)": _attention_variant(q, k, v, mask, 1.0),
+            "scaled by d_k instead of sqrt(d_k)": _attention_variant(q, k, v, mask, 1 / d_k),
+            "scaled by sqrt(d_v) instead of sqrt(d_k)": _attention_variant(q, k, v, mask, 1 / math.sqrt(d_v)),
+            "softmax over the wrong axis: normalize over the keys (dim=-1), so each row sums to 1":
+                _attention_variant(q, k, v, mask, 1 / math.sqrt(d_k), softmax_dim=-2),
+        }
+        if mask is not None:
+            variants["inverted mask polarity: True means 'may attend' (as in F.scaled_dot_product_attention), "
+                     "fill the scores where the mask is False"] = _attention_variant(
+                q, k, v, mask, 1 / math.sqrt(d_k), mask_mode="inverted")
+            variants["mask applied after the softmax: rows no longer sum to 1; add -inf to the scores before it"] = \
+                _attention_variant(q, k, v, mask, 1 / math.sqrt(d_k), mask_mode="after_softmax")
+        if not _close(w, ref_w):
+            raise _diagnose(w, {m: vw for m, (_, vw) in variants.items()}, case, "weights", ref_w)
+        if not _close(out, ref_out):
+            out_variants = {m: vo for m, (vo, _) in variants.items()}
+            if L == S:
+                out_variants["multiplied the values by the transposed weights: use weights @ value"] = (
+                    ref_w.transpose(-2, -1) @ v)
+            raise _diagnose(out, out_variants, case, "output", ref_out)
+
+
+# --------------------------------------------------------------------------- causal mask
+
+@_checker("check_causal_mask")
+def check_causal_mask(fn: Callable) -> None:
+    """Check ``fn(L) -> bool tensor (L, L)``, ``True`` on and below the diagonal (query i may attend to keys <= i).
+
+    Raises:
+        AssertionError: naming the likely mistake (float dtype, inverted polarity, transpose, shifted diagonal).
+    """
+    for L in (5, 8, 2, 1):  # the most telling size first
+        case = f"L={L}"
+        m = _call(fn, L)
+        _check_tensor(m, "mask", (L, L), case)
+        ref = causal_mask(L)
+        if m.dtype != torch.bool:
+            raise AssertionError(f"mask for {case}: expected dtype torch.bool (True = may attend), received "
+                                 f"{m.dtype}; build it with torch.ones(L, L, dtype=torch.bool)")
+        if torch.equal(m, ref):
+            continue
+        ones = torch.ones(L, L, dtype=torch.bool)
+        variants = {
+            "inverted polarity: True must mean 'may attend' (keep the past), not 'blocked'": ~ref,
+            "transposed: rows are queries, so True belongs on and below the diagonal (torch.tril, not triu)":
+                ref.T,
+            "diagonal shifted down: a query must be allowed to attend to itself (the diagonal is True)":
+                torch.tril(ones, diagonal=-1),
+            "diagonal shifted up: each query may see the next token, a future-position leak":
+                torch.tril(ones, diagonal=1),
+            "everything allowed: no future position is masked": ones,
+        }
+        for mistake, value in variants.items():
+            if torch.equal(m, value):
+                raise AssertionError(f"mask is wrong for {case}. Likely mistake: {mistake}")
+        bad = (m != ref).nonzero()[0].tolist()
+        raise AssertionError(f"mask is wrong for {case}: entry (query {bad[0]}, key {bad[1]}) should be "
+                             f"{bool(ref[bad[0], bad[1]])}")
+
+
+# --------------------------------------------------------------------------- layer norm
+
+def _layer_norm_variant(x, weight, bias, eps, dim=-1, unbiased=False, eps_outside=False, affine=True):
+    mean = x.mean(dim=dim, keepdim=True)
+    var = x.var(dim=dim, keepdim=True, unbiased=unbiased)
+    x_hat = (x - mean) / (torch.sqrt(var) + eps if eps_outside else torch.sqrt(var + eps))
+    return x_hat * weight + bias if affine else x_hat
+
+
+@_checker("check_layer_norm")
+def check_layer_norm(fn: Callable) -> None:
+    """Check ``fn(x, weight, bias, eps=1e-5)``: layer normalization over the last dimension (Ba et al., 2016).
+
+    ``x (..., D)``, ``weight (D,)``, ``bias (D,)``; expected
+    ``(x - mean) / sqrt(var + eps) * weight + bias`` with the biased variance (divide by D).
+
+    Raises:
+        AssertionError: naming the likely mistake (unbiased variance, eps outside the square root, wrong axis,
+            missing scale/shift).
+    """
+    g = _gen(7)
+    for shape, eps in [((2, 3, 5), 1e-5), ((4, 7), 0.5), ((3, 1, 6), 0.1), ((1, 4), 1e-5)]:
+        D = shape[-1]
+        x = torch.randn(*shape, generator=g, dtype=torch.float64) * 0.8 + 0.3
+        weight = torch.rand(D, generator=g, dtype=torch.float64) + 0.5
+        bias = torch.randn(D, generator=g, dtype=torch.float64)
+        case = f"x of shape {shape}, eps={eps}"
+        y = _call(fn, x.clone(), weight.clone(), bias.clone(), eps=eps)
+        _check_tensor(y, "output", shape, case)
+        ref = _layer_norm_variant(x, weight, bias, eps)
+        if _close(y, ref):
+            continue
+        variants = {
+            "unbiased variance: layer norm divides by D, not D - 1 (use unbiased=False / correction=0)":
+                _layer_norm_variant(x, weight, bias, eps, unbiased=True),
+            "epsilon outside the square root: use sqrt(var + eps), not sqrt(var) + eps":
+                _layer_norm_variant(x, weight, bias, eps, eps_outside=True),
+            "normalizing over the wrong axis: take mean and variance over the last dimension (features), "
+            "per position": _layer_norm_variant(x, weight, bias, eps, dim=-2),
+            "normalizing over the wrong axis (the first): statistics must be per position, over features":
+                _layer_norm_variant(x, weight, bias, eps, dim=0),
+            "forgot the learned scale and shift: multiply by weight and add bias":
+                _layer_norm_variant(x, weight, bias, eps, affine=False),
+        }
+        if eps != 1e-5:
+            variants["eps ignored: use the eps argument inside the square root"] = _layer_norm_variant(
+                x, weight, bias, 1e-5)
+        raise _diagnose(y, variants, case, "output", ref)
+
+
+# --------------------------------------------------------------------------- sinusoidal encoding
+
+def reference_sinusoidal_positional_encoding(seq_len: int, d_model: int, base: float = 10000.0,
+                                             start: int = 0, layout: str = "interleaved",
+                                             exponent: str = "2i") -> Tensor:
+    """The fixed encoding of Vaswani et al. (2017), Sec. 3.5, and the variants the checker recognises.
+
+    ``PE[pos, 2i] = sin(pos / base^(2i/d_model))``, ``PE[pos, 2i+1] = cos(pos / base^(2i/d_model))``;
+    for odd ``d_model`` the last feature is a sine. Returns float64 ``(seq_len, d_model)``.
+    """
+    pos = torch.arange(start, start + seq_len, dtype=torch.float64)[:, None]  # (L, 1)
+    two_i = torch.arange(0, d_model, 2, dtype=torch.float64)  # (ceil(D/2),)
+    rate = two_i / 2 if exponent == "i" else two_i
+    angles = pos / base ** (rate / d_model)  # (L, ceil(D/2))
+    n_cos = d_model // 2
+    pe = torch.zeros(seq_len, d_model, dtype=torch.float64)
+    if layout == "interleaved":
+        pe[:, 0::2] = torch.sin(angles)
+        pe[:, 1::2] = torch.cos(angles[:, :n_cos])
+    elif layout == "swapped":
+        pe[:, 0::2] = torch.cos(angles)
+        pe[:, 1::2] = torch.sin(angles[:, :n_cos])
+    else:  # "concatenated": all sines, then all cosines
+        n_sin = angles.shape[1]
+        pe[:, :n_sin] = torch.sin(angles)
+        pe[:, n_sin:] = torch.cos(angles[:, :n_cos])
+    return pe
+
+
+@_checker("check_sinusoidal_positional_encoding")
+def check_sinusoidal_positional_encoding(fn: Callable) -> None:
+    """Check ``fn(seq_len, d_model) -> (seq_len, d_model)``, the interleaved sinusoidal encoding (Vaswani et al., 2017).
+
+    Raises:
+        AssertionError: naming the likely mistake (sin/cos halves concatenated, wrong base, positions starting
+            at 1, sin and cos swapped, exponent i/d instead of 2i/d).
+    """
+    for seq_len, d_model in [(6, 8), (50, 16), (9, 7), (30, 33), (1, 4)]:
+        case = f"seq_len={seq_len}, d_model={d_model}"
+        pe = _call(fn, seq_len, d_model)
+        _check_tensor(pe, "encoding", (seq_len, d_model), case)
+        ref = reference_sinusoidal_positional_encoding(seq_len, d_model)
+        if _close(pe, ref):
+            continue
+        r = reference_sinusoidal_positional_encoding
+        variants = {
+            "sin and cos halves concatenated instead of interleaved: even features 2i are sines, odd 2i+1 cosines":
+                r(seq_len, d_model, layout="concatenated"),
+            "sin and cos swapped: even features are sines, odd features cosines": r(seq_len, d_model,
+                                                                                    layout="swapped"),
+            "off-by-one position: positions start at 0": r(seq_len, d_model, start=1),
+            "wrong base: the wavelengths grow as 10000^(2i/d_model)": r(seq_len, d_model, base=1000.0),
+            "wrong base (100000): the wavelengths grow as 10000^(2i/d_model)": r(seq_len, d_model, base=1e5),
+            "wrong exponent: use 2i/d_model (i indexes feature pairs), not i/d_model":
+                r(seq_len, d_model, exponent="i"),
+        }
+        raise _diagnose(pe, variants, case, "encoding", ref)
+
+
+# --------------------------------------------------------------------------- heads
+
+@_checker("check_split_merge_heads")
+def check_split_merge_heads(split_fn: Callable, merge_fn: Callable) -> None:
+    """Check ``split_fn(x (B, L, D), n_heads) -> (B, H, L, D/H)`` and ``merge_fn(heads) -> (B, L, D)``.
+
+    Head ``h`` must hold features ``h*d_head .. (h+1)*d_head - 1`` of every position, and
+    ``merge_fn(split_fn(x, H))`` must give ``x`` back.
+
+    Raises:
+        AssertionError: naming the likely mistake (reshaping straight to (B, H, L, d_head), which mixes
+            positions into heads; merging without undoing the transpose).
+    """
+    g = _gen(3)
+    for B, L, D, H in [(2, 5, 12, 3), (1, 1, 8, 2), (3, 4, 6, 6)]:
+        case = f"x of shape {(B, L, D)}, n_heads={H}"
+        x = torch.randn(B, L, D, generator=g, dtype=torch.float64)
+        ref = x.view(B, L, H, D // H).transpose(1, 2)
+        heads = _call(split_fn, x.clone(), H)
+        _check_tensor(heads, "split_fn output", (B, H, L, D // H), case)
+        if not _close(heads, ref):
+            if _close(heads, x.reshape(B, H, L, D // H)):
+                raise AssertionError(f"split_fn is wrong for {case}. Likely mistake: reshaped straight to "
+                                     "(B, H, L, d_head), which mixes positions into heads; view as "
+                                     "(B, L, H, d_head), then transpose(1, 2)")
+            raise _diagnose(heads, {}, case, "split_fn output", ref)
+        merged = _call(merge_fn, ref.clone())
+        _check_tensor(merged, "merge_fn output", (B, L, D), case)
+        if not _close(merged, x):
+            if _close(merged, ref.reshape(B, L, D)):
+                raise AssertionError(f"merge_fn is wrong for {case}. Likely mistake: reshaped (B, H, L, d_head) "
+                                     "straight to (B, L, D); transpose(1, 2) back first")
+            raise _diagnose(merged, {}, case, "merge_fn output", x)
+
+
+# --------------------------------------------------------------------------- decoding with a cache
+
+@_checker("check_cached_causal_attention")
+def check_cached_causal_attention(fn: Callable) -> None:
+    """Check ``fn(query, key, value) -> output`` for the *last* L positions of a causal sequence.
+
+    ``query (..., L, d)`` holds the queries of positions ``S-L .. S-1``; ``key``/``value (..., S, d)`` hold
+    all positions (the cache plus the new ones). Query ``i`` may attend to keys ``0 .. S-L+i``
+    (bottom-right alignment). Expected output ``(..., L, d)``.
+
+    Raises:
+        AssertionError: naming the likely mistake (top-left alignment, as torch's is_causal; no mask).
+    """
+    g = _gen(11)
+    for batch, L, S, d in [((), 1, 6, 4), ((2,), 3, 7, 8), ((2, 2), 4, 4, 4)]:
+        case = f"query {(*batch, L, d)}, key/value {(*batch, S, d)}"
+        q = torch.randn(*batch, L, d, generator=g, dtype=torch.float64)
+        k = torch.randn(*batch, S, d, generator=g, dtype=torch.float64)
+        v = torch.randn(*batch, S, d, generator=g, dtype=torch.float64)
+        out = _call(fn, q.clone(), k.clone(), v.clone())
+        if isinstance(out, tuple):
+            out = out[0]
+        _check_tensor(out, "output", (*batch, L, d), case)
+        ref = scaled_dot_product_attention(q, k, v, attn_mask=causal_mask(L, S))[0]
+        if _close(out, ref):
+            continue
+        variants = {
+            "top-left alignment (as torch's is_causal=True): the new queries are the LAST L positions, so query "
+            "i sees keys 0 .. S-L+i": scaled_dot_product_attention(
+                q, k, v, attn_mask=torch.ones(L, S, dtype=torch.bool).tril())[0],
+            "no causal mask: a query sees keys after its own position": scaled_dot_product_attention(q, k, v)[0],
+        }
+        raise _diagnose(out, variants, case, "output", ref)
