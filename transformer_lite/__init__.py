@@ -11,13 +11,14 @@ from .blocks import TransformerBlock
 from .feedforward import PositionwiseFeedForward
 from .masks import bool_to_additive_mask, causal_mask, padding_mask
 from .normalization import LayerNorm
-from .positional import LearnedPositionalEmbedding
+from .positional import LearnedPositionalEmbedding, RotaryEmbedding, apply_rotary
 from .pretrained import BertConfig, BertEncoder, WordPieceTokenizer, load_minilm
 
 __version__ = "0.1.0"
 
 __all__ = [
     "scaled_dot_product_attention", "MultiHeadAttention", "causal_mask", "padding_mask", "bool_to_additive_mask",
-    "LayerNorm", "PositionwiseFeedForward", "LearnedPositionalEmbedding", "TransformerBlock",
+    "LayerNorm", "PositionwiseFeedForward", "LearnedPositionalEmbedding", "RotaryEmbedding", "apply_rotary",
+    "TransformerBlock",
     "BertConfig", "BertEncoder", "WordPieceTokenizer", "load_minilm",
 ]
