@@ -42,6 +42,13 @@ def _call(fn: Callable, *args, **kwargs):
         return fn(*args, **kwargs)
     except NotImplementedError as exc:
         raise _NotImplementedYet from exc
+    except Exception as exc:  # a crash in the learner's code: report it as a failed check, with a hint
+        hint = ""
+        if "view size is not compatible" in str(exc):
+            hint = " Hint: after transpose() a tensor is not contiguous; use reshape() (or .contiguous().view())."
+        shapes = [tuple(a.shape) for a in args if isinstance(a, Tensor)]
+        raise AssertionError(f"your function raised {type(exc).__name__} on inputs of shapes {shapes}: {exc}.{hint}") \
+            from exc
 
 
 def _checker(name: str):
@@ -99,6 +106,17 @@ def _attention_variant(q, k, v, mask, scale, softmax_dim=-1, mask_mode="normal")
     return w @ v, w
 
 
+def _looks_inverted(w: Tensor, mask: Tensor) -> bool:
+    """True if, in every row with both allowed and forbidden keys, the allowed keys get (almost) no weight."""
+    mixed = mask.any(-1) & (~mask).any(-1)  # (L,)
+    if not mixed.any():
+        return False
+    rows = w.double()[..., mixed, :]  # (..., n_mixed, S)
+    allowed = mask[mixed].expand_as(rows)
+    return bool(torch.isfinite(rows).all()) and bool((rows[allowed].abs() < 1e-9).all()) and bool(
+        (rows[~allowed] > 0).any())
+
+
 def _attention_cases():
     g = _gen(1234)
     cases = []
@@ -141,6 +159,10 @@ def check_scaled_dot_product_attention(fn: Callable) -> None:
         _check_tensor(w, "weights", (*q.shape[:-2], L, S), case)
         _check_tensor(out, "output", (*q.shape[:-2], L, d_v), case)
         ref_out, ref_w = scaled_dot_product_attention(q, k, v, attn_mask=mask)
+        if mask is not None and _looks_inverted(w, mask):
+            raise AssertionError(f"wrong weights for {case}. Likely mistake: inverted mask polarity: True means "
+                                 "'may attend' (as in F.scaled_dot_product_attention), fill the scores where the "
+                                 "mask is False")
         if mask is not None and (w.double()[..., ~mask].abs() > 0).any() and not _close(
                 w, _attention_variant(q, k, v, mask, 1 / math.sqrt(d_k), mask_mode="inverted")[1]):
             raise AssertionError(f"wrong weights for {case}. Likely mistake: a future-position leak / mask not "
@@ -160,7 +182,11 @@ def check_scaled_dot_product_attention(fn: Callable) -> None:
             variants["mask applied after the softmax: rows no longer sum to 1; add -inf to the scores before it"] = \
                 _attention_variant(q, k, v, mask, 1 / math.sqrt(d_k), mask_mode="after_softmax")
         if not _close(w, ref_w):
-            raise _diagnose(w, {m: vw for m, (_, vw) in variants.items()}, case, "weights", ref_w)
+            w_variants = {m: vw for m, (_, vw) in variants.items()}
+            if L == S:
+                w_variants["returned the weights transposed: rows are queries, columns keys, shape (..., L, S)"] = (
+                    ref_w.transpose(-2, -1))
+            raise _diagnose(w, w_variants, case, "weights", ref_w)
         if not _close(out, ref_out):
             out_variants = {m: vo for m, (vo, _) in variants.items()}
             if L == S:
@@ -250,6 +276,8 @@ def check_layer_norm(fn: Callable) -> None:
                 _layer_norm_variant(x, weight, bias, eps, dim=0),
             "forgot the learned scale and shift: multiply by weight and add bias":
                 _layer_norm_variant(x, weight, bias, eps, affine=False),
+            "eps left out: divide by sqrt(var + eps), which also keeps constant inputs finite":
+                _layer_norm_variant(x, weight, bias, 0.0),
         }
         if eps != 1e-5:
             variants["eps ignored: use the eps argument inside the square root"] = _layer_norm_variant(
@@ -342,8 +370,11 @@ def check_split_merge_heads(split_fn: Callable, merge_fn: Callable) -> None:
                                      "(B, H, L, d_head), which mixes positions into heads; view as "
                                      "(B, L, H, d_head), then transpose(1, 2)")
             raise _diagnose(heads, {}, case, "split_fn output", ref)
-        merged = _call(merge_fn, ref.clone())
-        _check_tensor(merged, "merge_fn output", (B, L, D), case)
+        for layout, heads_in in (("transposed view", ref.clone()), ("contiguous", ref.contiguous())):
+            merged = _call(merge_fn, heads_in)
+            _check_tensor(merged, f"merge_fn output ({layout} input)", (B, L, D), case)
+            if not _close(merged, x):
+                break
         if not _close(merged, x):
             if _close(merged, ref.reshape(B, L, D)):
                 raise AssertionError(f"merge_fn is wrong for {case}. Likely mistake: reshaped (B, H, L, d_head) "

@@ -91,24 +91,35 @@ def plot_head_grid(attentions: Sequence[Tensor] | Tensor, tokens: Sequence[str],
     Raises:
         ValueError: if the attention tensors are not ``(n_layers, H, L, L)`` with ``L == len(tokens)``.
     """
-    A = torch.stack(list(attentions)) if not isinstance(attentions, Tensor) else attentions
+    if not isinstance(attentions, Tensor):
+        shapes = {tuple(a.shape) for a in attentions}
+        if len(shapes) != 1:
+            raise ValueError(f"plot_head_grid: expected every layer's weights to share one shape (H, L, L), "
+                             f"received {sorted(shapes)}")
+        attentions = torch.stack(list(attentions))
+    A = attentions
     if A.dim() != 4 or A.shape[-1] != A.shape[-2] or A.shape[-1] != len(tokens):
         raise ValueError(f"plot_head_grid: expected (n_layers, H, L, L) with L = {len(tokens)}, "
                          f"received {tuple(A.shape)}")
     n_layers, H = A.shape[:2]
     fig, axes = plt.subplots(n_layers, H, figsize=(cell_size * H + 1.6, cell_size * n_layers + 1.2),
-                             squeeze=False, sharex=True, sharey=True)
+                             squeeze=False, sharex=True, sharey=True, layout="constrained")
     for layer in range(n_layers):
         for head in range(H):
             ax = axes[layer, head]
             im = ax.imshow(A[layer, head].detach().cpu().double().numpy(), cmap=cmap, vmin=0, vmax=1)
-            ax.set_xticks([])
-            ax.set_yticks([])
+            ax.tick_params(length=0, pad=1, labelsize=5)
             if layer == 0:
                 ax.set_title(f"head {head}", fontsize=9)
             if head == 0:
                 ax.set_ylabel(f"layer {layer}", fontsize=9)
-    fig.supxlabel("key position (attended to), left to right; each small square: queries are rows")
+    # The axes share their ticks, and shared inner axes hide their labels: the tokens appear on the
+    # first column (queries) and the last row (keys) only.
+    axes[0, 0].set_yticks(range(len(tokens)), tokens, fontsize=5)
+    axes[-1, 0].set_xticks(range(len(tokens)), tokens, fontsize=5)
+    for ax in axes[-1]:
+        ax.tick_params(axis="x", labelrotation=90)
+    fig.supxlabel("key (attended to); in each small square the rows are the queries")
     if title:
         fig.suptitle(title)
     fig.colorbar(im, ax=axes, label="attention weight", fraction=0.02, pad=0.02)

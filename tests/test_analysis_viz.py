@@ -1,0 +1,243 @@
+"""Tests for transformer_lite.analysis (head scores) and transformer_lite.viz (figures).
+
+Oracles:
+
+* analysis: a 3x3 weights matrix whose diagonals are read off by hand, e.g.
+  the previous-token score is the mean of the first sub-diagonal;
+* viz: what a reader sees, read back from the matplotlib objects (Agg
+  backend, no display): tick labels are the tokens passed in, both axes are
+  labelled, a colorbar exists (the figure holds 2+ axes), and label-count or
+  dimension mismatches raise ValueError. Every figure is closed after its test.
+"""
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
+import torch  # noqa: E402
+
+from transformer_lite import causal_mask  # noqa: E402
+from transformer_lite.analysis import key_score, offset_score, previous_token_score  # noqa: E402
+from transformer_lite.viz import plot_attention, plot_head_grid, plot_mask  # noqa: E402
+
+# Rows = queries, columns = keys; each row sums to 1.
+#   main diagonal (offset 0):   1.0, 0.4, 0.2   -> mean 1.6 / 3
+#   sub-diagonal (offset -1):   0.6, 0.7        -> mean 0.65
+#   offset -2:                  0.1             -> mean 0.1
+#   super-diagonal (offset +1): 0.0, 0.0        -> mean 0.0
+#   key 0 column:  1.0, 0.6, 0.1 -> mean 1.7 / 3;  key -1 column: 0.0, 0.0, 0.2 -> mean 0.2 / 3
+W = torch.tensor([[1.0, 0.0, 0.0],
+                  [0.6, 0.4, 0.0],
+                  [0.1, 0.7, 0.2]], dtype=torch.float64)
+TOKENS = ["the", "cat", "sat"]
+
+
+@pytest.fixture(autouse=True)
+def _close_figures():
+    yield
+    plt.close("all")
+
+
+def _texts(labels):
+    return [t.get_text() for t in labels]
+
+
+# =========================================================================== analysis
+
+@pytest.mark.parametrize("offset, expected", [(0, 1.6 / 3), (-1, 0.65), (-2, 0.1), (1, 0.0), (2, 0.0)])
+def test_offset_score_is_mean_of_the_diagonal(offset, expected):
+    score = offset_score(W, offset)
+    assert score.shape == ()
+    assert score.item() == pytest.approx(expected)
+
+
+def test_previous_token_score_is_offset_minus_one():
+    assert previous_token_score(W).item() == pytest.approx(0.65)
+    # A perfect previous-token head (every query after the first looks only one step back) scores 1.
+    perfect = torch.tensor([[1.0, 0.0, 0.0, 0.0],
+                            [1.0, 0.0, 0.0, 0.0],
+                            [0.0, 1.0, 0.0, 0.0],
+                            [0.0, 0.0, 1.0, 0.0]])
+    assert previous_token_score(perfect).item() == pytest.approx(1.0)
+
+
+@pytest.mark.parametrize("key_index, expected", [(0, 1.7 / 3), (1, 1.1 / 3), (2, 0.2 / 3), (-1, 0.2 / 3),
+                                                 (-3, 1.7 / 3)])
+def test_key_score_is_mean_of_the_column(key_index, expected):
+    assert key_score(W, key_index).item() == pytest.approx(expected)
+
+
+def test_key_score_accepts_more_keys_than_queries():
+    weights = torch.tensor([[0.5, 0.5, 0.0, 0.0],
+                            [0.1, 0.2, 0.3, 0.4]])  # (L=2, S=4)
+    assert key_score(weights, 3).item() == pytest.approx(0.2)
+
+
+def test_scores_keep_the_leading_dimensions():
+    # (layers=2, heads=3, L, L): head (0, 0) is W, head (1, 2) the identity, the others all zero.
+    batch = torch.zeros(2, 3, 3, 3, dtype=torch.float64)
+    batch[0, 0] = W
+    batch[1, 2] = torch.eye(3, dtype=torch.float64)
+    prev, diag, first = previous_token_score(batch), offset_score(batch, 0), key_score(batch, 0)
+    assert prev.shape == diag.shape == first.shape == (2, 3)
+    assert prev[0, 0].item() == pytest.approx(0.65)
+    assert diag[1, 2].item() == pytest.approx(1.0)
+    assert first[0, 0].item() == pytest.approx(1.7 / 3)
+    assert first[1, 2].item() == pytest.approx(1 / 3)
+
+
+@pytest.mark.parametrize("offset", [3, -3, 10])
+def test_offset_score_rejects_offset_outside_the_matrix(offset):
+    with pytest.raises(ValueError, match=rf"\|offset\| < L = 3, received offset={offset}"):
+        offset_score(W, offset)
+
+
+@pytest.mark.parametrize("weights", [torch.ones(3, 4), torch.ones(2, 3, 4), torch.ones(3)],
+                         ids=["2x3x4-not-square", "batched-not-square", "1-D"])
+def test_offset_score_rejects_non_square_weights(weights):
+    with pytest.raises(ValueError, match=r"expected self-attention weights of shape \(\.\.\., L, L\)"):
+        offset_score(weights, 0)
+    with pytest.raises(ValueError, match=r"\(\.\.\., L, L\)"):
+        previous_token_score(weights)
+
+
+@pytest.mark.parametrize("key_index", [3, -4])
+def test_key_score_rejects_index_outside_the_keys(key_index):
+    with pytest.raises(ValueError, match=rf"key_index in \[-3, 3\), received {key_index}"):
+        key_score(W, key_index)
+
+
+def test_key_score_rejects_1d_weights():
+    with pytest.raises(ValueError, match=r"expected weights of shape \(\.\.\., L, S\)"):
+        key_score(torch.ones(3), 0)
+
+
+# =========================================================================== viz.plot_attention
+
+def test_plot_attention_labels_ticks_axes_and_colorbar():
+    ax = plot_attention(W, TOKENS, ["k0", "k1", "k2"], title="previous-token head")
+    assert _texts(ax.get_yticklabels()) == TOKENS
+    assert _texts(ax.get_xticklabels()) == ["k0", "k1", "k2"]
+    assert ax.get_xlabel() and ax.get_ylabel()
+    assert ax.get_title() == "previous-token head"
+    assert len(ax.figure.axes) >= 2  # the heatmap and its colorbar
+    assert ax.figure.axes[-1].get_ylabel() == "attention weight"
+    np.testing.assert_allclose(ax.get_images()[0].get_array(), W.numpy())
+
+
+def test_plot_attention_key_tokens_default_to_query_tokens_and_accept_numpy():
+    ax = plot_attention(W.numpy(), TOKENS)
+    assert _texts(ax.get_xticklabels()) == TOKENS
+    assert _texts(ax.get_yticklabels()) == TOKENS
+
+
+def test_plot_attention_draws_on_given_axes_without_colorbar():
+    fig, ax = plt.subplots()
+    assert plot_attention(W, TOKENS, ax=ax, colorbar=False) is ax
+    assert len(fig.axes) == 1
+
+
+def test_plot_attention_annotate_writes_every_weight():
+    ax = plot_attention(W, TOKENS, annotate=True)
+    assert sorted(_texts(ax.texts)) == sorted(f"{v:.2f}" for v in W.flatten().tolist())
+
+
+def test_plot_attention_rectangular_weights():
+    weights = torch.tensor([[0.5, 0.5, 0.0, 0.0],
+                            [0.1, 0.2, 0.3, 0.4]])
+    ax = plot_attention(weights, ["q0", "q1"], ["a", "b", "c", "d"])
+    assert _texts(ax.get_yticklabels()) == ["q0", "q1"]
+    assert _texts(ax.get_xticklabels()) == ["a", "b", "c", "d"]
+
+
+@pytest.mark.parametrize("query_tokens, key_tokens", [(["a", "b"], None), (TOKENS, ["a", "b"]),
+                                                      (TOKENS + ["x"], TOKENS)],
+                         ids=["too-few-queries", "too-few-keys", "too-many-queries"])
+def test_plot_attention_rejects_label_count_mismatch(query_tokens, key_tokens):
+    with pytest.raises(ValueError, match=r"plot_attention: weights of shape \(3, 3\) need 3 query labels"):
+        plot_attention(W, query_tokens, key_tokens)
+
+
+@pytest.mark.parametrize("weights", [torch.ones(3), torch.ones(1, 3, 3)], ids=["1-D", "3-D"])
+def test_plot_attention_rejects_wrong_dims(weights):
+    with pytest.raises(ValueError, match=r"expected a 2-D \(L, S\) array"):
+        plot_attention(weights, TOKENS)
+
+
+# =========================================================================== viz.plot_head_grid
+
+def test_plot_head_grid_layout_labels_and_colorbar():
+    attentions = torch.softmax(torch.randn(2, 3, 4, 4, generator=torch.Generator().manual_seed(0)), dim=-1)
+    fig = plot_head_grid(attentions, ["a", "b", "c", "d"], title="all heads")
+    heatmaps = [ax for ax in fig.axes if ax.get_images()]
+    assert len(heatmaps) == 2 * 3
+    assert len(fig.axes) == 2 * 3 + 1  # one shared colorbar
+    assert fig.axes[-1].get_ylabel() == "attention weight"
+    assert [ax.get_title() for ax in heatmaps[:3]] == ["head 0", "head 1", "head 2"]
+    assert [heatmaps[0].get_ylabel(), heatmaps[3].get_ylabel()] == ["layer 0", "layer 1"]
+    assert fig.get_supxlabel()
+    assert fig.get_suptitle() == "all heads"
+
+
+def test_plot_head_grid_accepts_a_list_of_layers():
+    layers = [torch.full((2, 3, 3), 1 / 3), torch.full((2, 3, 3), 1 / 3)]  # n_layers tensors of (H, L, L)
+    fig = plot_head_grid(layers, TOKENS)
+    assert len([ax for ax in fig.axes if ax.get_images()]) == 4
+
+
+def test_plot_head_grid_shows_tokens_on_first_column_and_last_row():
+    fig = plot_head_grid(torch.full((2, 2, 3, 3), 1 / 3), TOKENS)
+    heatmaps = [ax for ax in fig.axes if ax.get_images()]  # row-major: layer 0 heads 0-1, layer 1 heads 0-1
+    assert _texts(heatmaps[0].get_yticklabels()) == TOKENS  # first column
+    assert _texts(heatmaps[2].get_xticklabels()) == TOKENS  # last row
+
+
+@pytest.mark.parametrize("attentions", [torch.ones(3, 3, 3), torch.ones(1, 1, 2, 3, 3), torch.ones(1, 2, 3, 4),
+                                        torch.ones(1, 2, 4, 4)],
+                         ids=["3-D", "5-D-with-batch", "not-square", "L-differs-from-tokens"])
+def test_plot_head_grid_rejects_wrong_dims(attentions):
+    with pytest.raises(ValueError, match=r"plot_head_grid: expected \(n_layers, H, L, L\) with L = 3"):
+        plot_head_grid(attentions, TOKENS)
+
+
+def test_plot_head_grid_rejects_layers_of_different_shapes_with_value_error():
+    with pytest.raises(ValueError, match="share one shape"):
+        plot_head_grid([torch.ones(2, 3, 3), torch.ones(3, 3, 3)], TOKENS)
+
+
+# =========================================================================== viz.plot_mask
+
+def test_plot_mask_labels_ticks_axes_and_legend_bar():
+    ax = plot_mask(causal_mask(3), TOKENS, ["k0", "k1", "k2"], title="causal")
+    assert _texts(ax.get_yticklabels()) == TOKENS
+    assert _texts(ax.get_xticklabels()) == ["k0", "k1", "k2"]
+    assert ax.get_xlabel() and ax.get_ylabel()
+    assert ax.get_title() == "causal"
+    assert len(ax.figure.axes) >= 2
+    assert _texts(ax.figure.axes[-1].get_yticklabels()) == ["False:\nblocked", "True:\nmay attend"]
+    np.testing.assert_array_equal(ax.get_images()[0].get_array(), causal_mask(3).numpy().astype(float))
+
+
+def test_plot_mask_default_labels_are_positions():
+    ax = plot_mask(causal_mask(2, 4))
+    assert _texts(ax.get_yticklabels()) == ["0", "1"]
+    assert _texts(ax.get_xticklabels()) == ["0", "1", "2", "3"]
+
+
+@pytest.mark.parametrize("query_tokens, key_tokens", [(["a", "b"], None), (None, ["a", "b"]),
+                                                      (TOKENS, TOKENS + ["x"])],
+                         ids=["too-few-queries", "too-few-keys", "too-many-keys"])
+def test_plot_mask_rejects_label_count_mismatch(query_tokens, key_tokens):
+    with pytest.raises(ValueError, match=r"plot_mask: mask of shape \(3, 3\) needs 3 query and 3 key labels"):
+        plot_mask(causal_mask(3), query_tokens, key_tokens)
+
+
+@pytest.mark.parametrize("mask", [causal_mask(3).float(), torch.ones(1, 3, 3, dtype=torch.bool),
+                                  torch.ones(3, dtype=torch.bool), causal_mask(3).numpy()],
+                         ids=["float", "3-D", "1-D", "numpy"])
+def test_plot_mask_rejects_non_2d_bool_tensor(mask):
+    with pytest.raises(ValueError, match=r"plot_mask: expected a 2-D bool tensor"):
+        plot_mask(mask)
