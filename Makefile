@@ -2,7 +2,7 @@
 PYTHON ?= python3
 PIP := $(PYTHON) -m pip
 
-.PHONY: install book test clean lab student
+.PHONY: install system book test clean lab student
 
 install:
 	$(PIP) install -r requirements.txt
@@ -12,7 +12,17 @@ install:
 book: install
 	jupyter-book build book -W -n --keep-going
 
-test: install
+# System packages for the browser tests: Debian's chromium (Playwright drives it; it never
+# downloads a browser of its own). Needs root or sudo; skipped when chromium is already there.
+system:
+	@command -v chromium >/dev/null 2>&1 || { \
+	  if [ "$$(id -u)" = 0 ]; then apt-get update && apt-get install -y chromium; \
+	  elif command -v sudo >/dev/null 2>&1; then sudo apt-get update && sudo apt-get install -y chromium; \
+	  else echo "chromium is missing and cannot be installed without root: the browser tests will be skipped"; fi; }
+
+# Every test: unit and property tests, the notebooks (nbval), the student edition, and the built
+# book in a real browser (the browser tests build the book first, with the execution cache).
+test: install system
 	$(PYTHON) -m pytest
 
 clean:

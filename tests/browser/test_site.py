@@ -1,0 +1,210 @@
+"""The built book, opened in a real browser (headless Chromium driven by Playwright).
+
+Oracle: what a reader's browser does with the site. The session fixture builds the
+book with the README's own command (`jupyter-book build book -W -n --keep-going`;
+with the execution cache a rebuild takes seconds), serves it on 127.0.0.1, and
+every page is checked for: no request to another host (all are intercepted and
+recorded), no JavaScript console error, math rendered by MathJax (no raw ``\\(``
+left), every image loaded. The interactive plotly figures must change when their
+slider or menu is used, and a chapter must also work from ``file://``. Screenshots
+of every page go to ``artifacts/screenshots/`` for a person to look at.
+
+Chromium comes from Debian (``apt-get install chromium``; ``make test`` installs
+it). Without it these tests fail under CI (``CI`` set) and are skipped elsewhere.
+"""
+
+from __future__ import annotations
+
+import functools
+import http.server
+import os
+import shutil
+import subprocess
+import threading
+from pathlib import Path
+from urllib.parse import urlparse
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+SITE = ROOT / "book" / "_build" / "html"
+SHOTS = ROOT / "artifacts" / "screenshots"
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+
+playwright_api = pytest.importorskip("playwright.sync_api")
+
+
+@pytest.fixture(scope="session")
+def site() -> Path:
+    subprocess.run(["jupyter-book", "build", "book", "-W", "-n", "--keep-going"], cwd=ROOT, check=True,
+                   stdout=subprocess.DEVNULL)
+    assert (SITE / "index.html").is_file()
+    return SITE
+
+
+@pytest.fixture(scope="session")
+def server(site):
+    class Quiet(http.server.SimpleHTTPRequestHandler):
+        def log_message(self, *args):
+            pass
+
+    handler = functools.partial(Quiet, directory=str(site))
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{httpd.server_address[1]}"
+    httpd.shutdown()
+
+
+@pytest.fixture(scope="session")
+def browser():
+    if not Path(CHROMIUM).is_file():
+        if os.environ.get("CI"):
+            pytest.fail("chromium is not installed (apt-get install -y chromium)")
+        pytest.skip("chromium is not installed (apt-get install -y chromium)")
+    with playwright_api.sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM, args=[
+            "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking",
+            "--disable-component-update", "--disable-sync"])
+        yield b
+        b.close()
+
+
+class Visit:
+    """One page load with every request and console message recorded."""
+
+    def __init__(self, browser, url: str, allowed_scheme_host: tuple[str, str]):
+        self.foreign, self.errors = [], []
+        self.context = browser.new_context(viewport={"width": 1280, "height": 1000})
+        self.page = self.context.new_page()
+
+        def route(r):
+            u = urlparse(r.request.url)
+            if u.scheme == "data" or (u.scheme, u.netloc) == allowed_scheme_host:
+                r.continue_()
+            else:
+                self.foreign.append(r.request.url)
+                r.abort()
+
+        self.page.route("**/*", route)
+        self.page.on("console", lambda m: self.errors.append(m.text) if m.type == "error" else None)
+        self.page.on("pageerror", lambda e: self.errors.append(str(e)))
+        self.page.goto(url, wait_until="load")
+        self.page.wait_for_load_state("networkidle")
+        # MathJax (loaded only on pages with math) typesets after load; wait until it says it is done.
+        if self.page.evaluate("() => !!document.querySelector('script[src*=mathjax]')"):
+            self.page.wait_for_function("() => window.MathJax && MathJax.startup && MathJax.startup.promise")
+            self.page.evaluate("() => MathJax.startup.promise")
+
+    def close(self):
+        self.context.close()
+
+
+def _pages() -> list[str]:
+    built = SITE if (SITE / "index.html").is_file() else None
+    names = ["intro.html", "notation.html", "bibliography.html", "search.html",
+             "notebooks/01_attention.html", "notebooks/02_causal_masks.html"]
+    if built:  # every page of the site, so that a new chapter is checked without editing this list
+        names = sorted({str(p.relative_to(SITE)) for p in SITE.rglob("*.html")
+                        if not any(part.startswith(("_", ".")) for part in p.relative_to(SITE).parts)} | set(names))
+    return names
+
+
+@pytest.mark.parametrize("name", _pages())
+def test_page_is_self_contained_and_renders(name, server, browser):
+    u = urlparse(server)
+    visit = Visit(browser, f"{server}/{name}", (u.scheme, u.netloc))
+    try:
+        page = visit.page
+        SHOTS.mkdir(parents=True, exist_ok=True)
+        page.screenshot(path=str(SHOTS / (name.replace("/", "__").removesuffix(".html") + ".png")), full_page=True)
+        assert visit.foreign == [], f"{name} requested other hosts: {visit.foreign}"
+        assert visit.errors == [], f"{name} logged console errors: {visit.errors}"
+        text = page.inner_text("main")
+        assert "\\(" not in text and "\\[" not in text, f"{name} shows raw LaTeX"
+        if page.locator("main .math").count():
+            assert page.locator("main mjx-container").count() > 0, f"{name}: math was not typeset"
+        broken = page.evaluate("() => [...document.images].filter(i => !i.complete || i.naturalWidth === 0)"
+                               ".map(i => i.src)")
+        assert broken == [], f"{name}: images that did not load: {broken}"
+        no_alt = page.evaluate("() => [...document.querySelectorAll('main img')].filter(i => !i.alt.trim()"
+                               " || i.alt.endsWith('.png')).map(i => i.src)")
+        assert no_alt == [], f"{name}: images without alt text: {no_alt}"
+        for div in page.locator("main .plotly-graph-div").all():  # every plotly figure was drawn, and described
+            assert div.locator(".main-svg").count() > 0, f"{name}: a plotly figure was not drawn"
+            label = div.evaluate("d => d.closest('[role=figure]')?.getAttribute('aria-label') || ''")
+            assert label.strip(), f"{name}: a plotly figure has no aria-label"
+    finally:
+        visit.close()
+
+
+def _z(page, div_id: str):
+    return page.evaluate(f"() => JSON.stringify(document.getElementById('{div_id}').data.map(t => t.z))")
+
+
+def test_attention_slider_changes_the_figure(server, browser, site):
+    u = urlparse(server)
+    visit = Visit(browser, f"{server}/notebooks/01_attention.html", (u.scheme, u.netloc))
+    try:
+        page = visit.page
+        fig = page.locator("#attention-layers")
+        fig.scroll_into_view_if_needed()
+        before = _z(page, "attention-layers")
+        rail = fig.locator(".slider-rail-touch-rect").bounding_box()
+        page.mouse.click(rail["x"] + rail["width"] - 2, rail["y"] + rail["height"] / 2)  # the last layer
+        page.wait_for_timeout(300)
+        after = _z(page, "attention-layers")
+        assert after != before, "moving the layer slider did not change the heatmaps"
+        assert "layer 5" in fig.locator(".slider-label").first.text_content()  # the slider's current value
+        fig.screenshot(path=str(SHOTS / "attention-layers-after-slider.png"))
+        assert visit.errors == []
+    finally:
+        visit.close()
+
+
+def test_mask_slider_and_menu_change_the_figures(server, browser, site):
+    u = urlparse(server)
+    visit = Visit(browser, f"{server}/notebooks/02_causal_masks.html", (u.scheme, u.netloc))
+    try:
+        page = visit.page
+        fig = page.locator("#mask-alignment")
+        fig.scroll_into_view_if_needed()
+        before = _z(page, "mask-alignment")
+        rail = fig.locator(".slider-rail-touch-rect").bounding_box()
+        page.mouse.click(rail["x"] + rail["width"] - 2, rail["y"] + rail["height"] / 2)
+        page.wait_for_timeout(300)
+        assert _z(page, "mask-alignment") != before, "moving the S slider did not change the masks"
+
+        menu = page.locator("#mask-variants")
+        menu.scroll_into_view_if_needed()
+        before = _z(page, "mask-variants")
+        menu.locator(".updatemenu-header-group").click()
+        menu.locator(".updatemenu-item-text", has_text="no mask").click()
+        page.wait_for_timeout(300)
+        assert _z(page, "mask-variants") != before, "choosing another mask did not change the figure"
+        assert visit.errors == []
+    finally:
+        visit.close()
+
+
+def test_chapter_works_from_a_file_url(browser, site):
+    path = site / "notebooks" / "01_attention.html"
+    visit = Visit(browser, path.as_uri(), ("file", ""))
+    try:
+        assert visit.foreign == [], f"requests that left the folder: {visit.foreign}"
+        assert visit.errors == []
+        assert visit.page.locator("main mjx-container").count() > 0
+        assert visit.page.locator("#attention-layers .main-svg").count() > 0
+    finally:
+        visit.close()
+
+
+def test_search_finds_a_chapter(server, browser, site):
+    u = urlparse(server)
+    visit = Visit(browser, f"{server}/search.html?q=causal+mask", (u.scheme, u.netloc))
+    try:
+        visit.page.wait_for_selector("#search-results li", timeout=15000)
+        results = visit.page.inner_text("#search-results")
+        assert "Causal masks" in results
+    finally:
+        visit.close()
