@@ -11,7 +11,12 @@ from .blocks import TransformerBlock
 from .feedforward import PositionwiseFeedForward
 from .masks import bool_to_additive_mask, causal_mask, padding_mask
 from .normalization import LayerNorm
-from .positional import LearnedPositionalEmbedding, RotaryEmbedding, apply_rotary
+from .positional import (LearnedPositionalEmbedding, RotaryEmbedding, SinusoidalPositionalEncoding, apply_rotary,
+                         sinusoidal_positional_encoding)
+from .relative import (ClippedRelativePositionBias, T5RelativePositionBias, alibi_bias, alibi_slopes, relative_positions,
+                       t5_relative_bucket)
+from .decoder import DecoderBlock
+from .models import EncoderDecoderConfig, EncoderDecoderTransformer, TransformerDecoder, TransformerEncoder, greedy_decode
 from .pretrained import BertConfig, BertEncoder, WordPieceTokenizer, load_minilm
 
 __version__ = "0.1.0"
@@ -21,4 +26,9 @@ __all__ = [
     "LayerNorm", "PositionwiseFeedForward", "LearnedPositionalEmbedding", "RotaryEmbedding", "apply_rotary",
     "TransformerBlock",
     "BertConfig", "BertEncoder", "WordPieceTokenizer", "load_minilm",
+    "sinusoidal_positional_encoding", "SinusoidalPositionalEncoding",
+    "relative_positions", "t5_relative_bucket", "T5RelativePositionBias", "ClippedRelativePositionBias", "alibi_slopes",
+    "alibi_bias",
+    "DecoderBlock", "TransformerEncoder", "TransformerDecoder", "EncoderDecoderConfig", "EncoderDecoderTransformer",
+    "greedy_decode",
 ]

@@ -1,10 +1,13 @@
-"""Positional information for the input representations.
+"""Positional information for the input representations (and, for RoPE, for queries and keys).
 
 Self-attention with shared projections is permutation-equivariant: it cannot
 tell positions apart unless position is added somewhere. This module holds the
-learned absolute position embedding used by BERT and GPT-2 (Devlin et al.,
-2019; Radford et al., 2019); Vaswani et al. (2017, Sec. 3.5) report learned
-embeddings and fixed sinusoids giving nearly identical results.
+fixed sinusoidal encoding of Vaswani et al. (2017, Sec. 3.5), the learned
+absolute position embedding used by BERT and GPT-2 (Devlin et al., 2019;
+Radford et al., 2019) -- Vaswani et al. report the two giving nearly identical
+results -- and the rotary embedding (RoPE) of Su et al. Position information
+added to the attention *scores* (relative biases, ALiBi) is in
+:mod:`transformer_lite.relative`.
 """
 
 from __future__ import annotations
@@ -12,7 +15,133 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
-__all__ = ["LearnedPositionalEmbedding", "RotaryEmbedding", "apply_rotary"]
+__all__ = ["sinusoidal_positional_encoding", "SinusoidalPositionalEncoding", "LearnedPositionalEmbedding",
+           "RotaryEmbedding", "apply_rotary"]
+
+
+def _check_positive_int(owner: str, name: str, n) -> None:
+    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+        raise ValueError(f"{owner}: expected {name} to be a positive int, received {n!r}")
+
+
+def _sinusoid_rows(positions: Tensor, d_model: int, base: float) -> Tensor:
+    """Rows of the sinusoidal table for the given positions, in float64: ``(len(positions), d_model)``."""
+    pair = torch.arange((d_model + 1) // 2, dtype=torch.float64, device=positions.device)  # i = 0 .. ceil(D/2) - 1
+    freq = base ** (-2.0 * pair / d_model)  # omega_i = 1 / base^(2i/D), radians per position
+    angles = positions.to(torch.float64)[:, None] * freq  # (L, ceil(D/2))
+    pairs = torch.stack((torch.sin(angles), torch.cos(angles)), dim=-1)  # (L, ceil(D/2), 2): (sin, cos) of pair i
+    # Flatten the pairs in order: sin_0, cos_0, sin_1, cos_1, ... For odd D the final cosine is cut off,
+    # so the last feature is a sine.
+    return pairs.flatten(-2)[:, :d_model]  # (L, 2 * ceil(D/2)) -> (L, D)
+
+
+def sinusoidal_positional_encoding(seq_len: int, d_model: int, *, base: float = 10000.0,
+                                   dtype: torch.dtype = torch.float32,
+                                   device: torch.device | str | None = None) -> Tensor:
+    """The fixed sinusoidal position encoding, one row per position ``0 .. seq_len - 1``.
+
+    Source: Vaswani et al. (2017), "Attention Is All You Need", Sec. 3.5:
+
+        PE[pos, 2i]     = sin(pos / base^(2i / d_model))
+        PE[pos, 2i + 1] = cos(pos / base^(2i / d_model))
+
+    with ``base = 10000``. Features come in interleaved (sin, cos) pairs; pair
+    ``i`` turns at ``omega_i = base^(-2i/d_model)`` radians per position, so its
+    wavelength is ``2 pi base^(2i/d_model)`` positions (from ``2 pi`` for
+    ``i = 0`` up to almost ``2 pi base``). For an odd ``d_model`` the last
+    feature is the sine of a pair whose cosine does not fit. Because each pair
+    is a point on a circle, ``PE[pos + k]`` is ``PE[pos]`` with every pair
+    rotated by the angle ``k omega_i``: the same linear map for every ``pos``
+    (for an odd ``d_model`` this holds for all features but the last).
+
+    Args:
+        seq_len: number of positions L (rows), ``>= 1``.
+        d_model: number of features D (columns), ``>= 1``, odd allowed.
+        base: the wavelength base (10000 in the paper).
+        dtype: floating dtype of the result (computed in float64, then cast).
+        device: device of the result.
+
+    Returns:
+        Tensor ``(seq_len, d_model)`` with values in [-1, 1]; angles are in radians.
+
+    Raises:
+        ValueError: if ``seq_len`` or ``d_model`` is not a positive int, ``base``
+            is not greater than 1, or ``dtype`` is not floating.
+    """
+    _check_positive_int("sinusoidal_positional_encoding", "seq_len", seq_len)
+    _check_positive_int("sinusoidal_positional_encoding", "d_model", d_model)
+    if not base > 1:
+        raise ValueError(f"sinusoidal_positional_encoding: expected base > 1, received {base!r}")
+    if not dtype.is_floating_point:
+        raise ValueError(f"sinusoidal_positional_encoding: expected a floating dtype, received {dtype}")
+    positions = torch.arange(seq_len, device=device)
+    return _sinusoid_rows(positions, d_model, base).to(dtype)
+
+
+class SinusoidalPositionalEncoding(nn.Module):
+    """Adds the fixed sinusoidal encoding to a batch of embeddings, then applies dropout.
+
+    Source: Vaswani et al. (2017), Sec. 3.5 (the sum of token embedding and
+    position encoding) and Sec. 5.4 (dropout on that sum, rate 0.1 in the base
+    model). The encoding is :func:`sinusoidal_positional_encoding`; it has no
+    parameters. The rows needed are computed on each call, in float64, then
+    cast to the dtype of the input, so the values are as exact as that dtype
+    allows whatever ``.to(...)`` was applied to the module.
+
+    Args:
+        d_model: width D of the embeddings.
+        max_len: number of positions ``0 .. max_len - 1`` this module accepts
+            (a limit chosen for the model, not a property of the sinusoid).
+        dropout: dropout probability on the sum (training only).
+        base: wavelength base (10000 in the paper).
+
+    Raises:
+        ValueError: if ``d_model`` or ``max_len`` is not a positive int, or
+            ``dropout`` is outside [0, 1).
+    """
+
+    def __init__(self, d_model: int, max_len: int, dropout: float = 0.0, base: float = 10000.0) -> None:
+        super().__init__()
+        _check_positive_int("SinusoidalPositionalEncoding", "d_model", d_model)
+        _check_positive_int("SinusoidalPositionalEncoding", "max_len", max_len)
+        if not 0.0 <= dropout < 1.0:
+            raise ValueError(f"SinusoidalPositionalEncoding: expected 0 <= dropout < 1, received {dropout}")
+        if not base > 1:
+            raise ValueError(f"SinusoidalPositionalEncoding: expected base > 1, received {base!r}")
+        self.d_model, self.max_len, self.base = d_model, max_len, base
+        self.dropout = nn.Dropout(dropout)
+
+    def forward(self, x: Tensor, offset: int = 0) -> Tensor:
+        """Return ``dropout(x + PE[offset : offset + L])``.
+
+        Args:
+            x: ``(B, L, d_model)`` floating embeddings.
+            offset: absolute position of the first row of ``x`` (e.g. the
+                number of tokens already decoded when feeding one new token).
+
+        Returns:
+            ``(B, L, d_model)``, dtype of ``x``.
+
+        Raises:
+            ValueError: if ``x`` is not a floating ``(B, L, d_model)`` tensor,
+                ``offset`` is negative, or ``offset + L > max_len``.
+        """
+        if not isinstance(x, Tensor) or x.dim() != 3 or x.shape[-1] != self.d_model or not x.is_floating_point():
+            shape = tuple(x.shape) if isinstance(x, Tensor) else type(x).__name__
+            raise ValueError(f"SinusoidalPositionalEncoding: expected a floating x of shape (B, L, {self.d_model}), "
+                             f"received {shape}" + (f" of dtype {x.dtype}" if isinstance(x, Tensor) else ""))
+        if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
+            raise ValueError(f"SinusoidalPositionalEncoding: expected an int offset >= 0, received {offset!r}")
+        L = x.shape[1]
+        if offset + L > self.max_len:
+            raise ValueError(f"SinusoidalPositionalEncoding: positions {offset}..{offset + L - 1} requested, but "
+                             f"max_len={self.max_len} allows positions 0..{self.max_len - 1} only")
+        positions = torch.arange(offset, offset + L, device=x.device)
+        pe = _sinusoid_rows(positions, self.d_model, self.base).to(x.dtype)  # (L, D), broadcast over B
+        return self.dropout(x + pe)
+
+    def extra_repr(self) -> str:
+        return f"d_model={self.d_model}, max_len={self.max_len}, base={self.base}"
 
 
 class LearnedPositionalEmbedding(nn.Module):
