@@ -129,7 +129,7 @@ def mask_alignment_figure(L: int = 3, S_values: Sequence[int] = (3, 4, 5, 6, 7, 
              for S in S_values]
     fig.update_layout(
         title=dict(text=f"{L} new queries, S keys: only bottom-right alignment lets the last query see every key"),
-        template="plotly_white", height=330, autosize=True, margin=dict(l=80, r=30, t=80, b=40),
+        template="plotly_white", height=330, autosize=True, margin=dict(l=80, r=110, t=80, b=40),
         sliders=[dict(active=0, steps=steps, currentvalue=dict(prefix="S (keys) = "), pad=dict(t=40))],
     )
     return fig
