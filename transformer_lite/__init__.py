@@ -18,6 +18,8 @@ from .relative import (ClippedRelativePositionBias, T5RelativePositionBias, alib
 from .decoder import DecoderBlock
 from .models import EncoderDecoderConfig, EncoderDecoderTransformer, TransformerDecoder, TransformerEncoder, greedy_decode
 from .pretrained import BertConfig, BertEncoder, WordPieceTokenizer, load_minilm
+from .recurrent import GRU, RNN
+from .efficient_attention import memory_efficient_attention
 
 __version__ = "0.1.0"
 
@@ -31,4 +33,5 @@ __all__ = [
     "alibi_bias",
     "DecoderBlock", "TransformerEncoder", "TransformerDecoder", "EncoderDecoderConfig", "EncoderDecoderTransformer",
     "greedy_decode",
+    "RNN", "GRU", "memory_efficient_attention",
 ]

@@ -1,0 +1,225 @@
+"""Memory-efficient attention: the same output as direct attention, without the L x S matrix.
+
+Direct attention (:func:`transformer_lite.scaled_dot_product_attention`) builds
+all ``L * S`` scores, so its storage grows as ``L * S``. Here the queries and
+keys are cut into blocks and one ``(block, block)`` tile of scores exists at a
+time. The softmax over a row is assembled tile by tile with the *online
+softmax* of Milakov & Gimelshein (2018), "Online normalizer calculation for
+softmax", Algorithm 3: keep a running maximum ``m`` and a running sum
+``l = sum_j exp(s_j - m)``; when a new tile raises the maximum from ``m`` to
+``m'``, multiply what has been accumulated so far by ``exp(m - m')``. Carrying
+the weighted sum of values along in the same way gives attention, as in
+FlashAttention (Dao et al., 2022, "FlashAttention: Fast and Memory-Efficient
+Exact Attention with IO-Awareness", Algorithm 1). Our loop order, queries
+outside and keys inside, is the one of FlashAttention-2 (Dao, 2023, Algorithm 1).
+
+The arithmetic is the same as the direct one's (time still grows as
+``L * S``); only the storage changes: besides the inputs and the ``(..., L,
+d_v)`` output, the extra memory is a few tiles and per-row statistics.
+:func:`peak_allocated_bytes` measures that claim on the CPU.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Callable
+
+import torch
+from torch import Tensor
+
+__all__ = ["memory_efficient_attention", "peak_allocated_bytes"]
+
+_HALF_DTYPES = (torch.float16, torch.bfloat16)
+_NAME = "memory_efficient_attention"
+
+
+def _check_inputs(query: Tensor, key: Tensor, value: Tensor, attn_mask: Tensor | None) -> torch.Size:
+    """Validate the inputs (same rules as scaled_dot_product_attention); return the batch shape ``(...)``."""
+    for name, t in (("query", query), ("key", key), ("value", value)):
+        if not isinstance(t, Tensor) or t.dim() < 2:
+            got = tuple(t.shape) if isinstance(t, Tensor) else type(t).__name__
+            raise ValueError(f"{_NAME}: expected {name} of shape (..., len, dim), received {got}")
+        if not t.is_floating_point():
+            raise ValueError(f"{_NAME}: expected a floating {name}, received dtype {t.dtype}")
+    if not (query.dtype == key.dtype == value.dtype):
+        raise ValueError(f"{_NAME}: expected query, key and value of one dtype, received "
+                         f"{query.dtype}, {key.dtype}, {value.dtype}")
+    if query.shape[-1] != key.shape[-1]:
+        raise ValueError(f"{_NAME}: expected key of shape (..., S, {query.shape[-1]}) to match query "
+                         f"{tuple(query.shape)} in d_k, received {tuple(key.shape)}")
+    if key.shape[-2] != value.shape[-2]:
+        raise ValueError(f"{_NAME}: expected value of shape (..., {key.shape[-2]}, d_v) to match key in S, "
+                         f"received {tuple(value.shape)}")
+    try:
+        batch = torch.broadcast_shapes(query.shape[:-2], key.shape[:-2], value.shape[:-2])
+    except RuntimeError:
+        raise ValueError(f"{_NAME}: batch dimensions do not broadcast: query {tuple(query.shape)}, key "
+                         f"{tuple(key.shape)}, value {tuple(value.shape)}") from None
+    if attn_mask is not None:
+        if not isinstance(attn_mask, Tensor):
+            raise ValueError(f"attn_mask: expected a bool or float Tensor, received {type(attn_mask).__name__}")
+        target = (*batch, query.shape[-2], key.shape[-2])
+        try:
+            ok = torch.broadcast_shapes(attn_mask.shape, target) == torch.Size(target)
+        except RuntimeError:
+            ok = False
+        if not ok:
+            raise ValueError(f"attn_mask: expected a shape that broadcasts to (..., L, S) = {target}, "
+                             f"received {tuple(attn_mask.shape)}")
+        if attn_mask.is_floating_point():
+            if torch.isnan(attn_mask).any() or (attn_mask == float("inf")).any():
+                raise ValueError("attn_mask: a float mask may hold finite values and -inf, received NaN or +inf")
+        elif attn_mask.dtype != torch.bool:
+            raise ValueError(f"attn_mask: expected dtype torch.bool (True = may attend) or a floating dtype "
+                             f"(added to the scores), received {attn_mask.dtype}")
+    return batch
+
+
+def _block_sizes(block_size: int | tuple[int, int]) -> tuple[int, int]:
+    sizes = (block_size, block_size) if not isinstance(block_size, tuple) else block_size
+    if len(sizes) != 2 or any(isinstance(b, bool) or not isinstance(b, int) or b < 1 for b in sizes):
+        raise ValueError(f"{_NAME}: expected block_size to be a positive int or a pair of positive ints "
+                         f"(query block, key block), received {block_size!r}")
+    return sizes
+
+
+def memory_efficient_attention(
+    query: Tensor,
+    key: Tensor,
+    value: Tensor,
+    attn_mask: Tensor | None = None,
+    is_causal: bool = False,
+    block_size: int | tuple[int, int] = 256,
+) -> Tensor:
+    """``softmax(Q K^T / sqrt(d_k) + B) V`` computed tile by tile, never storing the ``L x S`` scores.
+
+    Equal (up to rounding) to the output of
+    :func:`transformer_lite.scaled_dot_product_attention` with the same
+    arguments; see the module docstring for the method (online softmax,
+    Milakov & Gimelshein 2018; FlashAttention, Dao et al. 2022, Algorithm 1).
+
+    Only the output is returned. The attention weights form an ``L x S``
+    matrix; returning them would mean storing exactly what this function
+    exists to avoid. (Each tile's weights are known only up to the final
+    normalizer while the loop runs; FlashAttention recomputes them from the
+    saved row log-sum-exp when its backward pass needs them.)
+
+    Args:
+        query: ``(..., L, d_k)`` floating tensor.
+        key: ``(..., S, d_k)``, same dtype.
+        value: ``(..., S, d_v)``, same dtype.
+        attn_mask: optional mask broadcastable to ``(..., L, S)``, with the
+            package convention: bool ``True`` = may attend; float = added to
+            the scores (``-inf`` forbids; NaN and ``+inf`` are refused). It is
+            read one tile at a time (a broadcast mask such as ``(B, 1, 1, S)``
+            is never expanded in memory).
+        is_causal: also forbid the future, with the bottom-right alignment
+            of :func:`transformer_lite.masks.causal_mask`: query ``i`` may see
+            keys ``0 .. S - L + i``. Tiles that lie entirely in the forbidden
+            region are skipped, which saves about half the work when ``L = S``.
+        block_size: rows per query block and keys per key block: an int for
+            both, or a pair ``(query block, key block)``. Need not divide ``L``
+            or ``S``. Larger blocks mean fewer Python iterations and more
+            memory per tile ``(..., block, block)``.
+
+    Returns:
+        ``(..., L, d_v)`` in the input dtype (float16/bfloat16 are computed in
+        float32 and cast back). A query with no allowed key gets a zero output
+        (not NaN).
+
+    Memory:
+        Besides inputs and output, about three ``(..., block_q, block_k)``
+        tiles and ``(..., block_q, d_v)`` accumulators at a time, when run
+        under ``torch.no_grad()``. With autograd recording, every tile is kept
+        for the backward pass, so training memory is *not* reduced by this
+        function (FlashAttention's backward recomputes the tiles instead).
+
+    Raises:
+        ValueError: on the same bad inputs as ``scaled_dot_product_attention``
+            (dimensions, dtypes, ``d_k``/``S`` mismatch, non-broadcasting
+            batch or mask shape, mask dtype, NaN/+inf in a float mask), or a
+            ``block_size`` that is not a positive int or pair of them.
+    """
+    batch = _check_inputs(query, key, value, attn_mask)
+    block_q, block_k = _block_sizes(block_size)
+    in_dtype = query.dtype
+    compute = torch.float32 if in_dtype in _HALF_DTYPES else in_dtype
+    q, k, v = query.to(compute), key.to(compute), value.to(compute)
+    L, S, d_v = q.shape[-2], k.shape[-2], v.shape[-1]
+    q = q * (1.0 / math.sqrt(q.shape[-1]))  # scale once: (..., L, d_k)
+    mask = None
+    if attn_mask is not None:
+        mask = attn_mask.reshape((1,) * max(0, 2 - attn_mask.dim()) + tuple(attn_mask.shape))  # at least 2-D
+        mask = mask.expand(*mask.shape[:-2], L, S)  # a view: broadcast rows/columns, no copy
+        if mask.is_floating_point():
+            mask = mask.to(compute)  # a float mask is the caller's full tensor already; cast it once
+
+    out = q.new_zeros(*batch, L, d_v)  # (..., L, d_v)
+    for i0 in range(0, L, block_q):
+        i1 = min(i0 + block_q, L)
+        q_blk = q[..., i0:i1, :]  # (..., bq, d_k)
+        m = q.new_full((*batch, i1 - i0, 1), float("-inf"))  # running row maximum
+        l = q.new_zeros(*batch, i1 - i0, 1)  # running sum of exp(score - m)
+        acc = q.new_zeros(*batch, i1 - i0, d_v)  # running sum of exp(score - m) * value
+        for j0 in range(0, S, block_k):
+            j1 = min(j0 + block_k, S)
+            if is_causal and j0 > (i1 - 1) + (S - L):
+                break  # this tile and every later one lie entirely in the future of this query block
+            s = q_blk @ k[..., j0:j1, :].transpose(-2, -1)  # (..., bq, bk)
+            if mask is not None:
+                tile = mask[..., i0:i1, j0:j1]  # (..., bq, bk), a view
+                s = s + tile if tile.is_floating_point() else s.masked_fill(~tile, float("-inf"))
+            if is_causal:
+                rows = torch.arange(i0, i1, device=q.device)[:, None]  # (bq, 1) query index i
+                cols = torch.arange(j0, j1, device=q.device)[None, :]  # (1, bk) key index j
+                s = s.masked_fill(cols > rows + (S - L), float("-inf"))  # bottom-right aligned
+            # Online softmax update. m_new is -inf only if every key seen so far in
+            # this row is forbidden; shift by 0 then, so exp(-inf - 0) = 0, not NaN.
+            m_new = torch.maximum(m, s.detach().amax(dim=-1, keepdim=True))  # (..., bq, 1)
+            shift = torch.where(torch.isfinite(m_new), m_new, torch.zeros_like(m_new))
+            p = torch.exp(s - shift)  # (..., bq, bk), forbidden entries exactly 0
+            rescale = torch.exp(m - shift)  # (..., bq, 1), <= 1; 0 while the row was empty
+            l = rescale * l + p.sum(dim=-1, keepdim=True)
+            acc = rescale * acc + p @ v[..., j0:j1, :]  # (..., bq, d_v)
+            m = m_new
+        # Normalize once at the end; a row with no allowed key has l = 0 and acc = 0.
+        out[..., i0:i1, :] = acc / torch.where(l > 0, l, torch.ones_like(l))
+    return out.to(in_dtype)
+
+
+def peak_allocated_bytes(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> int:
+    """Peak bytes of tensor storage that PyTorch's CPU allocator holds during ``fn(*args, **kwargs)``.
+
+    Runs the call once under ``torch.profiler.profile(profile_memory=True)``,
+    which records every allocation and free made through PyTorch's CPU
+    allocator with a timestamp; the peak of their running sum is the largest
+    amount of *new* tensor storage alive at any moment of the call (storage
+    that existed before the call is not counted; outputs that are still alive
+    at the end are). Python's ``tracemalloc`` cannot do this: torch allocates
+    outside Python's allocator.
+
+    Not counted: memory that libraries allocate behind PyTorch's back (e.g.
+    BLAS work buffers), allocator overhead and fragmentation, Python objects.
+    Process-level measurements (maximum resident set size) see those; the
+    benchmark in ``benchmarks/`` reports both.
+
+    Args:
+        fn: the callable to measure; ``args``/``kwargs`` are passed to it.
+            Wrap it in ``torch.no_grad()`` yourself to leave autograd's saved
+            tensors out.
+
+    Returns:
+        Peak bytes (int, >= 0). The result of ``fn`` is discarded.
+    """
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+        fn(*args, **kwargs)
+    # kineto_results holds the raw events; "[memory]" events carry signed byte counts (+ alloc, - free).
+    events = prof.profiler.kineto_results.events()
+    changes = sorted((e.start_ns(), e.nbytes()) for e in events if e.name() == "[memory]")
+    running = peak = 0
+    for _, nbytes in changes:
+        running += nbytes
+        peak = max(peak, running)
+    return peak
