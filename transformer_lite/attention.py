@@ -117,9 +117,9 @@ def scaled_dot_product_attention(
         zero output (not NaN), and zero gradients in the backward pass.
 
     Numerics:
-        The softmax subtracts each row's maximum before exponentiating, so
-        large logits do not overflow. float16/bfloat16 inputs are computed in
-        float32 and the results cast back.
+        The softmax (``torch.softmax``) subtracts each row's maximum before
+        exponentiating, so large logits do not overflow. float16/bfloat16
+        inputs are computed in float32 and the results cast back.
 
     Raises:
         ValueError: for inputs with fewer than 2 dimensions, non-floating or
@@ -136,22 +136,28 @@ def scaled_dot_product_attention(
     q, k, v = query.to(compute_dtype), key.to(compute_dtype), value.to(compute_dtype)
     L, S, d_k = q.shape[-2], k.shape[-2], q.shape[-1]
 
-    # 1. Scores: every query against every key, scaled by 1/sqrt(d_k).
-    scores = q @ k.transpose(-2, -1) / math.sqrt(d_k)  # (..., L, S)
+    # 1. Scores: every query against every key, scaled by 1/sqrt(d_k). Scaling the queries
+    #    (L x d_k numbers) costs less than scaling the scores (L x S) and gives the same result.
+    scores = (q / math.sqrt(d_k)) @ k.transpose(-2, -1)  # (..., L, S)
 
     # 2. Masking: add B (0 = allowed, -inf = forbidden).
     bias = _mask_to_bias(attn_mask, is_causal, batch_shape, L, S, compute_dtype, q.device)
     if bias is not None:
         scores = scores + bias  # (..., L, S)
 
-    # 3. Softmax over the keys, written out. Subtracting the row maximum does not
-    #    change the result but keeps exp() from overflowing. A row whose keys are
-    #    all forbidden has maximum -inf: use 0 instead, so exp(-inf - 0) = 0.
-    row_max = scores.amax(dim=-1, keepdim=True).detach()  # (..., L, 1)
-    row_max = torch.where(torch.isfinite(row_max), row_max, torch.zeros_like(row_max))
-    exp_scores = torch.exp(scores - row_max)  # (..., L, S), forbidden entries are exactly 0
-    denom = exp_scores.sum(dim=-1, keepdim=True)  # (..., L, 1), >= 1 unless the row is fully masked
-    weights = exp_scores / torch.where(denom > 0, denom, torch.ones_like(denom))  # (..., L, S)
+    # 3. Softmax over the keys. torch.softmax subtracts each row's maximum before exponentiating,
+    #    so large logits do not overflow. A row whose keys are all forbidden would be
+    #    exp(-inf) / sum(exp(-inf)) = 0/0 = NaN: such rows are given zero scores before the
+    #    softmax and zero weights after it, which also keeps their gradients at zero.
+    blocked = None
+    if bias is not None:
+        blocked = torch.isneginf(bias).all(dim=-1, keepdim=True)  # (..., L, 1), read from the small mask
+        blocked = blocked if bool(blocked.any()) else None
+    if blocked is not None:
+        scores = scores.masked_fill(blocked, 0.0)
+    weights = torch.softmax(scores, dim=-1)  # (..., L, S), each row sums to 1 over allowed keys
+    if blocked is not None:
+        weights = weights.masked_fill(blocked, 0.0)
 
     # 4. Weighted sum of the values.
     dropped = F.dropout(weights, p=dropout_p, training=True) if dropout_p > 0 else weights
