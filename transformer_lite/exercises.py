@@ -333,7 +333,7 @@ def check_sinusoidal_positional_encoding(fn: Callable) -> None:
         variants = {
             "sin and cos halves concatenated instead of interleaved: even features 2i are sines, odd 2i+1 cosines":
                 r(seq_len, d_model, layout="concatenated"),
-            "sin and cos swapped: even features are sines, odd features cosines": r(seq_len, d_model,
+            "sin and cos swapped: even features 2i must be sines and odd features 2i+1 cosines": r(seq_len, d_model,
                                                                                     layout="swapped"),
             "off-by-one position: positions start at 0": r(seq_len, d_model, start=1),
             "wrong base: the wavelengths grow as 10000^(2i/d_model)": r(seq_len, d_model, base=1000.0),
@@ -415,3 +415,299 @@ def check_cached_causal_attention(fn: Callable) -> None:
             "no causal mask: a query sees keys after its own position": scaled_dot_product_attention(q, k, v)[0],
         }
         raise _diagnose(out, variants, case, "output", ref)
+
+
+# --------------------------------------------------------------------------- rotary position embedding
+
+@_checker("check_rotary")
+def check_rotary(fn: Callable) -> None:
+    """Check ``fn(x, positions) -> x rotated``: RoPE (Su et al., RoFormer, Eq. 34), interleaved pairs.
+
+    ``x`` has shape ``(..., L, d)`` with ``d`` even and ``positions`` shape ``(L,)`` (int64). Pair ``j`` =
+    features ``(2j, 2j + 1)`` of row ``m`` is rotated by the angle ``positions[m] * theta_j`` with
+    ``theta_j = 10000^(-2j/d)``: ``(a, b) -> (a cos - b sin, a sin + b cos)``. The result has the shape of ``x``.
+    Cases include a single row, positions that do not start at 0, and ``d = 6`` (an odd number of pairs).
+
+    Raises:
+        AssertionError: naming the likely mistake (pairs (j, j + d/2) instead of (2j, 2j + 1), rotation in the
+            wrong direction, positions off by one, positions argument ignored, exponent j/d instead of
+            2j/d, no rotation at all).
+    """
+    from .positional import apply_rotary
+
+    g = _gen(17)
+    # The first case has several rows and starts at 7, so "positions ignored" (rows at 0..L-1) and "no
+    # rotation" differ there; with a single row at position 0 they would coincide.
+    for batch, L, d, start in [((2, 3), 4, 6, 7), ((2,), 5, 8, 0), ((), 1, 4, 3), ((1,), 6, 16, 2)]:
+        case = f"x of shape {(*batch, L, d)}, positions {start}..{start + L - 1}"
+        x = torch.randn(*batch, L, d, generator=g, dtype=torch.float64)
+        positions = torch.arange(start, start + L)
+        out = _call(fn, x.clone(), positions.clone())
+        _check_tensor(out, "output", x.shape, case)
+        ref = apply_rotary(x, positions)
+        if _close(out, ref):
+            continue
+        variants = {
+            "wrong pairing: rotate features (2j, 2j+1) together, not (j, j + d/2) (that is the GPT-NeoX "
+            "'rotate_half' layout)": apply_rotary(x, positions, interleaved=False),
+            "wrong sign: rotated the other way; (a, b) -> (a cos - b sin, a sin + b cos)": apply_rotary(x, -positions),
+            "positions off by one (one too far): use the positions as given": apply_rotary(x, positions + 1),
+            "positions off by one (one short): use the positions as given": apply_rotary(x, positions - 1),
+            "positions argument ignored: row m sits at positions[m], not at m": apply_rotary(x, torch.arange(L)),
+            "wrong exponent: theta_j = 10000^(-2j/d) (j indexes pairs), not 10000^(-j/d)":
+                apply_rotary(x, positions, base=100.0),
+            "no rotation: the output equals the input": x,
+        }
+        raise _diagnose(out, variants, case, "output", ref)
+
+
+__all__ += ["check_rotary"]
+
+
+# --------------------------------------------------------------------------- chapter 4: a pre-norm block
+
+def _pre_norm_variant(block, x, mistake=None):
+    attn = lambda h: block.self_attn(h, h, h)[0]  # noqa: E731
+    n1, n2 = block.norm1, block.norm2
+    if mistake == "post-norm":
+        x = n1(x + attn(x))
+        return n2(x + block.ff(x))
+    if mistake == "one norm":
+        x = x + attn(n1(x))
+        return x + block.ff(n1(x))
+    if mistake == "attention reads x":
+        h = n1(x)
+        x = x + block.self_attn(h, x, x)[0]
+        return x + block.ff(n2(x))
+    if mistake == "residual of the normalized input":
+        h = n1(x)
+        x = h + attn(h)
+        h = n2(x)
+        return h + block.ff(h)
+    if mistake == "no residual (attention)":
+        x = attn(n1(x))
+        return x + block.ff(n2(x))
+    if mistake == "no residual (feed-forward)":
+        x = x + attn(n1(x))
+        return block.ff(n2(x))
+    x = x + attn(n1(x))
+    return x + block.ff(n2(x))
+
+
+@_checker("check_pre_norm_block")
+def check_pre_norm_block(fn: Callable) -> None:
+    """Check ``fn(block, x) -> y``: the pre-norm forward pass of a :class:`~transformer_lite.blocks.TransformerBlock`.
+
+    ``y = h + ff(norm2(h))`` with ``h = x + self_attn(norm1(x))`` (Xiong et al., 2020), using the block's own
+    submodules (``block.self_attn(q, k, v)`` returns ``(output, weights)``); ``x`` and ``y`` are ``(B, L, D)``.
+
+    Raises:
+        AssertionError: naming the likely mistake (post-norm order, one norm for both sublayers, a missing
+            residual, a residual taken after the norm, keys/values not normalized).
+    """
+    from .blocks import TransformerBlock
+
+    g = _gen(21)
+    for B, L, D, H in [(2, 5, 8, 2), (1, 1, 6, 3), (3, 4, 12, 4)]:
+        case = f"x of shape {(B, L, D)}, n_heads={H}"
+        with torch.random.fork_rng():  # seeded weights, without touching the caller's random state
+            torch.manual_seed(int(torch.randint(0, 10_000, (1,), generator=g)))
+            block = TransformerBlock(D, H, 2 * D + 1, norm_first=True).double().eval()
+        with torch.no_grad():  # layer norms that are not the identity, so that norm1 and norm2 differ
+            for norm in (block.norm1, block.norm2):
+                norm.weight.copy_(torch.rand(D, generator=g, dtype=torch.float64) + 0.5)
+                norm.bias.copy_(torch.randn(D, generator=g, dtype=torch.float64) * 0.5)
+        x = torch.randn(B, L, D, generator=g, dtype=torch.float64) * 2.0 + 0.5
+        with torch.no_grad():
+            y = _call(fn, block, x.clone())
+            if isinstance(y, tuple):
+                y = y[0]
+            _check_tensor(y, "output", (B, L, D), case)
+            ref = block(x)[0]
+            if _close(y, ref):
+                continue
+            names = {
+                "post-norm order: pre-norm normalizes the sublayer's INPUT, x + sublayer(norm(x)), and never the sum":
+                    "post-norm",
+                "one layer norm for both sublayers: use norm1 before attention and norm2 before the feed-forward":
+                    "one norm",
+                "keys and values read the un-normalized x: pass norm1(x) as query, key and value":
+                    "attention reads x",
+                "residual taken from the normalized input: add the sublayer output to x itself, not to norm(x)":
+                    "residual of the normalized input",
+                "no residual connection around the attention: h = x + self_attn(norm1(x))":
+                    "no residual (attention)",
+                "no residual connection around the feed-forward: y = h + ff(norm2(h))":
+                    "no residual (feed-forward)",
+            }
+            variants = {msg: _pre_norm_variant(block, x, mistake) for msg, mistake in names.items()}
+            raise _diagnose(y, variants, case, "output", ref)
+
+
+# --------------------------------------------------------------------------- chapter 5: teacher forcing
+
+@_checker("check_shift_right")
+def check_shift_right(fn: Callable) -> None:
+    """Check ``fn(tgt, bos_id) -> decoder_input``: teacher forcing's shift (Vaswani et al., 2017, Sec. 3.1).
+
+    ``tgt (B, T)`` int64; expected ``(B, T)``: ``bos_id`` in column 0, then ``tgt[:, :-1]``.
+
+    Raises:
+        AssertionError: naming the likely mistake (shifted left, BOS appended instead of prepended, the last
+            column kept so the length grows, BOS overwriting the first token).
+    """
+    g = _gen(5)
+    for B, T, bos in [(3, 6, 1), (1, 1, 1), (4, 9, 7), (2, 2, 0)]:
+        case = f"tgt of shape {(B, T)}, bos_id={bos}"
+        tgt = torch.randint(3, 13, (B, T), generator=g)
+        tgt[0, -1] = 0  # some padding at the end of the first row
+        out = _call(fn, tgt.clone(), bos)
+        ref = torch.cat([torch.full((B, 1), bos), tgt[:, :-1]], dim=1)
+        if isinstance(out, Tensor) and tuple(out.shape) == (B, T + 1) and torch.equal(
+                out.long(), torch.cat([torch.full((B, 1), bos), tgt], dim=1)):
+            raise AssertionError(f"wrong decoder input for {case}. Likely mistake: the last target column was kept, "
+                                 f"so the input is one longer than the target; drop it (tgt[:, :-1])")
+        _check_tensor(out, "decoder input", (B, T), case)
+        if out.is_floating_point():
+            raise AssertionError(f"decoder input for {case}: expected integer token ids, received dtype {out.dtype}")
+        if torch.equal(out.long(), ref):
+            continue
+        variants = {
+            "shifted left: the decoder input starts with BOS and is the target moved one step to the RIGHT":
+                torch.cat([tgt[:, 1:], torch.full((B, 1), bos)], dim=1),
+            "BOS overwrites the first target token instead of being prepended": torch.cat(
+                [torch.full((B, 1), bos), tgt[:, 1:]], dim=1),
+            "no shift: the decoder would see the token it must predict": tgt,
+        }
+        for mistake, value in variants.items():
+            if torch.equal(out.long(), value):
+                raise AssertionError(f"wrong decoder input for {case}. Likely mistake: {mistake}")
+        bad = (out.long() != ref).nonzero()[0].tolist()
+        raise AssertionError(f"wrong decoder input for {case}: entry {tuple(bad)} is {int(out[bad[0], bad[1]])}, "
+                             f"expected {int(ref[bad[0], bad[1]])}")
+
+
+__all__ += ["check_pre_norm_block", "check_shift_right"]
+
+
+# --------------------------------------------------------------------------- chapter 7: an RNN step's Jacobian
+
+def _rnn_case(g, B, H):
+    """A recurrent matrix and a tanh state with entries of both signs and magnitudes up to ~0.95."""
+    w = torch.randn(H, H, generator=g, dtype=torch.float64) / math.sqrt(H)  # (H, H), not symmetric
+    h = torch.tanh(1.8 * torch.randn(B, H, generator=g, dtype=torch.float64))  # (B, H), in (-1, 1)
+    return w, h
+
+
+@_checker("check_rnn_step_jacobian")
+def check_rnn_step_jacobian(fn: Callable) -> None:
+    """Check ``fn(weight_hh, h) -> J``: the step Jacobian of the Elman RNN ``h_t = tanh(a_t)``.
+
+    ``weight_hh`` is ``(H, H)`` (the ``W_hh`` of ``a_t = W_ih x_t + W_hh h_{t-1} + b``) and ``h`` is
+    ``(B, H)``, the *new* state ``h_t = tanh(a_t)``. Expected ``J`` of shape ``(B, H, H)`` with
+    ``J[b, i, j] = d h_t[b, i] / d h_{t-1}[b, j] = (1 - h_t[b, i]**2) * W_hh[i, j]``, i.e.
+    ``diag(1 - h_t**2) W_hh`` (:func:`transformer_lite.jacobians.rnn_step_jacobians`; Pascanu et al.,
+    2013, Eq. 5). Cases include ``H = 1``, odd ``H`` and ``B = 1``; ``W_hh`` is never symmetric.
+
+    Raises:
+        AssertionError: naming the likely mistake (missing tanh derivative, transposed W_hh, ``1 - h``
+            instead of ``1 - h**2``, ``tanh'`` applied to ``h`` as if it were the pre-activation, columns
+            scaled instead of rows).
+    """
+    g = _gen(23)
+    for B, H in [(3, 5), (1, 1), (2, 8), (1, 7)]:
+        case = f"weight_hh of shape {(H, H)}, h of shape {(B, H)}"
+        w, h = _rnn_case(g, B, H)
+        out = _call(fn, w.clone(), h.clone())
+        _check_tensor(out, "Jacobian", (B, H, H), case)
+        ref = (1 - h**2)[:, :, None] * w  # (B, H, 1) * (H, H): row i scaled by tanh'(a_i)
+        if _close(out, ref):
+            continue
+        variants = {
+            "missing the tanh derivative: J = diag(1 - h_t**2) W_hh, not W_hh alone": w.expand(B, H, H),
+            "1 - h instead of 1 - h**2: tanh'(a) = 1 - tanh(a)**2": (1 - h)[:, :, None] * w,
+            "transposed W_hh: row i of J is d h_t[i] / d h_{t-1}, which is row i of W_hh, scaled by "
+            "1 - h_t[i]**2": (1 - h**2)[:, :, None] * w.T,
+            "applied tanh' to h_t as if it were the pre-activation: h_t is already tanh(a_t), so "
+            "tanh'(a_t) = 1 - h_t**2": (1 - torch.tanh(h) ** 2)[:, :, None] * w,
+            "scaled the columns instead of the rows: J = diag(1 - h_t**2) W_hh multiplies row i by "
+            "1 - h_t[i]**2": w * (1 - h**2)[:, None, :],
+        }
+        raise _diagnose(out, variants, case, "Jacobian", ref)
+
+
+# --------------------------------------------------------------------------- chapter 8: online softmax
+
+def _block_stats(scores: Tensor, v: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+    """Running statistics of one key block: row max m, l = sum exp(s - m), acc = sum exp(s - m) v."""
+    m = scores.amax(dim=-1, keepdim=True)  # (..., L, 1)
+    p = torch.exp(scores - m)  # (..., L, S_block)
+    return m, p.sum(dim=-1, keepdim=True), p @ v  # (..., L, 1), (..., L, 1), (..., L, d_v)
+
+
+@_checker("check_online_softmax_merge")
+def check_online_softmax_merge(fn: Callable) -> None:
+    """Check ``fn(stats_a, stats_b) -> (m, l, acc)``: merge two key blocks' online-softmax statistics.
+
+    Each block ``X`` of keys contributes, for every query row, ``m_X = max_j s_j`` ``(..., L, 1)``,
+    ``l_X = sum_j exp(s_j - m_X)`` ``(..., L, 1)`` and ``acc_X = sum_j exp(s_j - m_X) v_j`` ``(..., L, d_v)``
+    over the keys ``j`` of the block. The merge must return the statistics of the union: ``m = max(m_a, m_b)``,
+    ``l = exp(m_a - m) l_a + exp(m_b - m) l_b``, ``acc = exp(m_a - m) acc_a + exp(m_b - m) acc_b``, so that
+    ``acc / l`` is the attention output over both blocks (Milakov & Gimelshein, 2018, Algorithm 3; Dao et al.,
+    2022, Algorithm 1). Cases include a row whose maximum lies in the second block and one where it stays in the
+    first, scores shifted by 60, a single query row, and blocks of unequal size.
+
+    Raises:
+        AssertionError: naming the likely mistake (no rescaling, rescaling by ``exp(m - m_old)``, keeping the
+            first block's maximum, rescaling ``l`` but not ``acc``, returning the normalized output).
+    """
+    g = _gen(29)
+    for batch, L, S_a, S_b, d_v, shift in [((), 4, 3, 5, 2, 0.0), ((2,), 1, 4, 4, 3, 0.0), ((2, 3), 3, 2, 6, 5, 60.0),
+                                           ((), 5, 1, 1, 1, 0.0)]:
+        case = f"scores of shape {(*batch, L, S_a)} and {(*batch, L, S_b)}, values with d_v = {d_v}"
+        s_a = 2.0 * torch.randn(*batch, L, S_a, generator=g, dtype=torch.float64) + shift
+        s_b = 2.0 * torch.randn(*batch, L, S_b, generator=g, dtype=torch.float64) + shift
+        s_b[..., 0, 0] = s_a[..., 0, :].amax(-1) + 3.0  # row 0: the maximum moves to block b
+        if L > 1:
+            s_a[..., 1, 0] = s_b[..., 1, :].amax(-1) + 3.0  # row 1: it stays in block a
+        v_a = torch.randn(*batch, S_a, d_v, generator=g, dtype=torch.float64)
+        v_b = torch.randn(*batch, S_b, d_v, generator=g, dtype=torch.float64)
+        a, b = _block_stats(s_a, v_a), _block_stats(s_b, v_b)
+        result = _call(fn, tuple(t.clone() for t in a), tuple(t.clone() for t in b))
+        if not isinstance(result, tuple) or len(result) != 3:
+            raise AssertionError(f"for {case}: expected a tuple (m, l, acc), received {type(result).__name__}")
+        m, l, acc = result
+        for name, value, shape in (("m", m, (*batch, L, 1)), ("l", l, (*batch, L, 1)),
+                                   ("acc", acc, (*batch, L, d_v))):
+            _check_tensor(value, name, shape, case)
+        ref = _block_stats(torch.cat([s_a, s_b], -1), torch.cat([v_a, v_b], -2))  # the union, computed at once
+        full = torch.softmax(torch.cat([s_a, s_b], -1), -1) @ torch.cat([v_a, v_b], -2)  # attention output
+        if all(_close(got, want) for got, want in zip(result, ref)):
+            continue
+        (m_a, l_a, acc_a), (m_b, l_b, acc_b) = a, b
+        m_new = torch.maximum(m_a, m_b)
+        ea, eb = torch.exp(m_a - m_new), torch.exp(m_b - m_new)
+        if _close(acc, full) and not _close(acc, ref[2]):
+            raise AssertionError(f"wrong acc for {case}. Likely mistake: returned the normalized output acc / l; "
+                                 "return the unnormalized acc (divide only once, after the last block)")
+        if _close(l, ea * l_a + eb * l_b) and _close(acc, acc_a + acc_b):
+            raise AssertionError(f"wrong acc for {case}. Likely mistake: rescaled l but not acc; both sums were "
+                                 "taken relative to their own block's maximum, so both need exp(m_X - m)")
+        if not _close(m, ref[0]) and _close(m, m_a):
+            raise AssertionError(f"wrong m for {case}. Likely mistake: kept the first block's maximum; the running "
+                                 "maximum is max(m_a, m_b) (the second block may hold a larger score)")
+        variants = {
+            "no rescaling: each block's sums are relative to its own maximum; multiply them by exp(m_X - m) "
+            "before adding": (l_a + l_b, acc_a + acc_b),
+            "rescaled by exp(m - m_X) instead of exp(m_X - m): the factor must be <= 1":
+                (l_a / ea + l_b / eb, acc_a / ea + acc_b / eb),
+        }
+        for mistake, (vl, vacc) in variants.items():
+            if _close(l, vl) or _close(acc, vacc):
+                raise AssertionError(f"wrong l or acc for {case}. Likely mistake: {mistake}")
+        for name, got, want in zip(("m", "l", "acc"), result, ref):
+            if not _close(got, want):
+                raise _diagnose(got, {}, case, name, want)
+
+
+__all__ += ["check_rnn_step_jacobian", "check_online_softmax_merge"]

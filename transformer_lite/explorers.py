@@ -71,3 +71,138 @@ def mask_explorer():
         S=w.IntSlider(value=6, min=1, max=12, description="S (keys)"),
         real_keys=w.IntSlider(value=5, min=0, max=12, description="real keys"),
     )
+
+
+def positional_explorer(max_position: int = 128):
+    """Choose d_model, a position p and an offset k; see the sinusoidal encoding, rows p and p + k,
+    and the dot product PE[p] . PE[p + k] over all offsets (the same curve for every p).
+
+    Source of the encoding: Vaswani et al. (2017), Sec. 3.5
+    (:func:`~transformer_lite.positional.sinusoidal_positional_encoding`).
+
+    Args:
+        max_position: the largest position the sliders reach (p + k is capped there).
+
+    Returns:
+        An ``ipywidgets`` widget.
+    """
+    import ipywidgets as w
+
+    from .positional import sinusoidal_positional_encoding
+
+    def show(d_model: int, p: int, k: int) -> None:
+        q = min(max(p + k, 0), max_position)  # the second position, kept on the table
+        pe = sinusoidal_positional_encoding(max_position + 1, d_model, dtype=torch.float64)  # (P, D)
+        fig, axes = plt.subplots(1, 3, figsize=(15, 3.8), constrained_layout=True)
+        im = axes[0].imshow(pe.numpy(), cmap="RdBu_r", vmin=-1, vmax=1, aspect="auto", interpolation="nearest")
+        for row, colour in ((p, "black"), (q, "darkorange")):
+            axes[0].axhline(row, color=colour, lw=1.5)
+        axes[0].set(xlabel="feature", ylabel="position", title=f"PE, d_model = {d_model}")
+        fig.colorbar(im, ax=axes[0], label="value")
+        axes[1].plot(pe[p].numpy(), ".-", color="black", label=f"PE[{p}]")
+        axes[1].plot(pe[q].numpy(), ".-", color="darkorange", label=f"PE[{q}]")
+        axes[1].set(xlabel="feature", ylabel="value", title="the two rows: fast pairs on the left")
+        axes[1].legend(loc="lower right")
+        offsets = torch.arange(-p, max_position - p + 1)
+        axes[2].plot(offsets.numpy(), (pe[p] @ pe.T).numpy(), color="#3b528b")
+        axes[2].plot([q - p], [float(pe[p] @ pe[q])], "o", color="darkorange")
+        axes[2].set(xlabel="offset k", ylabel="PE[p] · PE[p + k]",
+                    title=f"dot product at k = {q - p}: {float(pe[p] @ pe[q]):.3f}")
+        plt.show()
+
+    return w.interactive(
+        show,
+        d_model=w.IntSlider(value=64, min=2, max=256, step=2, description="d_model"),
+        p=w.IntSlider(value=10, min=0, max=max_position, description="position p"),
+        k=w.IntSlider(value=5, min=-max_position, max=max_position, description="offset k"),
+    )
+
+
+__all__ += ["positional_explorer"]
+
+
+def gradient_norm_explorer(vocab_size: int = 6, seq_len: int = 8):
+    """Choose a depth, a width and a seed; see the gradient norm of every layer, post-norm against pre-norm.
+
+    Both stacks hold the same weights (:func:`~transformer_lite.depth.with_norm_first`); the loss is the
+    cross-entropy of an untrained :class:`~transformer_lite.depth.EncoderTagger` on one batch of the
+    histogram task (:func:`~transformer_lite.toy_tasks.make_histogram_batch`).
+
+    Returns:
+        An ``ipywidgets`` widget.
+    """
+    import ipywidgets as w
+
+    from .depth import EncoderTagger, layer_gradient_norms, with_norm_first
+    from .toy_tasks import make_histogram_batch
+
+    def show(n_layers: int, d_model: int, seed: int) -> None:
+        ids, counts = make_histogram_batch(64, seq_len, vocab_size, generator=torch.Generator().manual_seed(seed))
+        torch.manual_seed(seed)
+        post = EncoderTagger(vocab_size, seq_len + 1, n_layers, d_model, 4, 2 * d_model)
+        _, ax = plt.subplots(figsize=(7, 3.6), constrained_layout=True)
+        for model, name, marker in ((post, "post-norm", "o"), (with_norm_first(post), "pre-norm", "D")):
+            loss = torch.nn.functional.cross_entropy(model(ids).flatten(0, 1), counts.flatten())
+            loss.backward()
+            ax.semilogy(range(1, n_layers + 1), layer_gradient_norms(model.encoder.layers), marker=marker,
+                        label=name)
+        ax.set_xlabel("layer (1 = input side)")
+        ax.set_ylabel("gradient norm")
+        ax.set_title(f"{n_layers} layers, d_model = {d_model}, at initialization")
+        ax.legend()
+        plt.show()
+
+    return w.interactive(
+        show,
+        n_layers=w.IntSlider(value=12, min=1, max=64, description="layers"),
+        d_model=w.Dropdown(options=[16, 32, 64, 128], value=32, description="d_model"),
+        seed=w.IntSlider(value=0, min=0, max=9, description="seed"),
+    )
+
+
+def reversal_explorer(model, text: str = "abcdefg", layer: int = -1):
+    """Type a sequence of letters ``a``-``j``; see the model's output and its cross-attention.
+
+    Args:
+        model: an :class:`~transformer_lite.models.EncoderDecoderTransformer` trained on
+            :func:`~transformer_lite.toy_tasks.make_reversal_batch` (ten symbols).
+        text: the initial sequence.
+        layer: initial decoder layer whose cross-attention is shown (averaged over heads).
+
+    Returns:
+        An ``ipywidgets`` widget.
+    """
+    import ipywidgets as w
+
+    from .models import greedy_decode
+    from .toy_tasks import BOS, EOS, ids_to_symbols, symbols_to_ids
+
+    n_layers = model.config.n_decoder_layers
+    max_src = model.config.max_len - 2
+
+    def show(text: str, layer: int) -> None:
+        text = "".join(c for c in text.lower() if "a" <= c <= "j")[:max_src]
+        if not text:
+            print("type letters a to j")
+            return
+        src = torch.tensor([symbols_to_ids(text)])  # (1, S)
+        out = greedy_decode(model, src, max_len=len(text) + 1, bos_id=BOS, eos_id=EOS)  # (1, 1 + T)
+        dec_in = out[:, :-1] if int(out[0, -1]) == EOS else out  # the decoder inputs that produced the output
+        with torch.no_grad():
+            memory, _ = model.eval().encode(src)
+            _, _, cross = model.decode(dec_in, memory)
+        produced = ids_to_symbols(out[0, 1:].tolist())
+        answer = "".join(produced[: produced.index("EOS")] if "EOS" in produced else produced)
+        print(f"input: {text}   output: {answer}   expected: {text[::-1]}")
+        plot_attention(cross[layer][0].mean(0), ids_to_symbols(dec_in[0].tolist()), list(text),
+                       title=f"decoder layer {layer + 1}, cross-attention (mean over heads)")
+        plt.show()
+
+    return w.interactive(
+        show,
+        text=w.Text(value=text, description="letters a-j", continuous_update=False),
+        layer=w.IntSlider(value=layer % n_layers, min=0, max=n_layers - 1, description="layer (0-based)"),
+    )
+
+
+__all__ += ["gradient_norm_explorer", "reversal_explorer"]

@@ -164,3 +164,189 @@ def plot_mask(mask: Tensor, query_tokens: Sequence[str] | None = None, key_token
     cbar = ax.figure.colorbar(im, ax=ax, ticks=[0.25, 0.75], fraction=0.046, pad=0.04)
     cbar.ax.set_yticklabels(["False:\nblocked", "True:\nmay attend"])
     return ax
+
+
+# --------------------------------------------------------------------------- position biases on the scores
+
+def plot_score_bias(bias: Tensor, title: str = "", head_labels: Sequence[str] | None = None,
+                    vmax: float | None = None, n_cols: int | None = None,
+                    cell_size: float = 2.3) -> plt.Figure:
+    """What a relative position bias or ALiBi adds to the attention scores: one heatmap per head.
+
+    Signed values use the diverging ``RdBu_r`` colormap with limits symmetric about 0 (white = adds
+    nothing, red = raises the score, blue = lowers it); entries equal to ``-inf`` (keys a causal bias
+    forbids) are drawn in grey and named in the colorbar label.
+
+    Args:
+        bias: ``(H, L, S)`` or ``(1, H, L, S)`` float tensor (e.g. the output of
+            :class:`~transformer_lite.relative.T5RelativePositionBias` or
+            :func:`~transformer_lite.relative.alibi_bias`).
+        title: what the reader should notice.
+        head_labels: ``H`` panel titles (default ``head 0``, ``head 1``, ...).
+        vmax: half-width of the colour scale (default: the largest finite ``|bias|``).
+        n_cols: panels per row (default: all heads in one row, at most 4).
+        cell_size: inches per panel.
+
+    Returns:
+        The figure.
+
+    Raises:
+        ValueError: if ``bias`` is not ``(H, L, S)`` / ``(1, H, L, S)`` floating, or ``head_labels`` has
+            the wrong length.
+    """
+    if not isinstance(bias, Tensor) or not bias.is_floating_point() or bias.dim() not in (3, 4) \
+            or (bias.dim() == 4 and bias.shape[0] != 1):
+        raise ValueError("plot_score_bias: expected a floating bias of shape (H, L, S) or (1, H, L, S), received "
+                         f"{tuple(getattr(bias, 'shape', ()))} of dtype {getattr(bias, 'dtype', type(bias).__name__)}")
+    b = bias[0] if bias.dim() == 4 else bias  # (H, L, S)
+    H, L, S = b.shape
+    labels = [f"head {h}" for h in range(H)] if head_labels is None else list(head_labels)
+    if len(labels) != H:
+        raise ValueError(f"plot_score_bias: expected {H} head labels, received {len(labels)}")
+    values = b.detach().cpu().double().numpy()
+    blocked = np.isneginf(values)
+    finite = values[~blocked]
+    if vmax is None:
+        vmax = float(np.abs(finite).max()) if finite.size else 1.0
+        vmax = vmax if vmax > 0 else 1.0
+    cmap = plt.get_cmap("RdBu_r").with_extremes(bad="#9a9a9a")  # bad = -inf: the key is forbidden
+    n_cols = min(H, 4) if n_cols is None else n_cols
+    n_rows = -(-H // n_cols)
+    fig, axes = plt.subplots(n_rows, n_cols, figsize=(cell_size * n_cols + 1.4, cell_size * n_rows + 0.9),
+                             squeeze=False, layout="constrained")
+    for h in range(n_rows * n_cols):
+        ax = axes[h // n_cols, h % n_cols]
+        if h >= H:
+            ax.axis("off")
+            continue
+        im = ax.imshow(np.ma.masked_where(blocked[h], values[h]), cmap=cmap, vmin=-vmax, vmax=vmax,
+                       aspect="auto", interpolation="nearest")
+        ax.set_title(labels[h], fontsize=9)
+        ax.set_xlabel("key position j", fontsize=8)
+        if h % n_cols == 0:
+            ax.set_ylabel("query position i", fontsize=8)
+        ax.tick_params(labelsize=7)
+    label = "added to the score" + ("  (grey: -inf, forbidden)" if blocked.any() else "")
+    fig.colorbar(im, ax=axes, label=label, fraction=0.025, pad=0.02)
+    if title:
+        fig.suptitle(title)
+    return fig
+
+
+__all__ += ["plot_score_bias"]
+
+
+# --------------------------------------------------------------------------- chapters 4-5: activations, block diagram
+
+def plot_activations(x: Tensor | np.ndarray, title: str = "", ax: plt.Axes | None = None,
+                     limit: float | None = None, cmap: str = "RdBu_r", colorbar_label: str = "value") -> plt.Axes:
+    """Heatmap of one example's activations, positions as rows and features as columns.
+
+    Signed values get a diverging colormap with symmetric limits, so white is exactly 0.
+
+    Args:
+        x: ``(L, D)`` activations of one example.
+        title: what the reader should notice.
+        ax: axes to draw on (a new figure if None).
+        limit: colour range ``[-limit, limit]`` (default: the largest absolute value).
+        cmap: a diverging, colour-blind-safe colormap.
+        colorbar_label: label of the colorbar.
+
+    Returns:
+        The axes.
+
+    Raises:
+        ValueError: if ``x`` is not 2-D.
+    """
+    a = _as_2d(x)
+    limit = float(np.abs(a).max()) if limit is None else float(limit)
+    if ax is None:
+        _, ax = plt.subplots(figsize=(1.5 + 0.3 * a.shape[1], 0.8 + 0.3 * a.shape[0]))
+    im = ax.imshow(a, cmap=cmap, vmin=-limit, vmax=limit, aspect="auto")
+    ax.set_xlabel("feature")
+    ax.set_ylabel("position")
+    ax.set_yticks(range(a.shape[0]))
+    if title:
+        ax.set_title(title)
+    ax.figure.colorbar(im, ax=ax, label=colorbar_label, fraction=0.046, pad=0.04)
+    return ax
+
+
+def plot_decoder_block(norm_first: bool = False, ax: plt.Axes | None = None) -> plt.Axes:
+    """Diagram of :class:`~transformer_lite.decoder.DecoderBlock`: self-attention, cross-attention, feed-forward.
+
+    Drawn bottom to top (data flows upwards), with the encoder's ``memory``
+    entering the cross-attention from the side, and each sublayer wrapped in a
+    residual connection (dashed: the identity path) and a layer norm: after
+    the addition for post-norm (Vaswani et al., 2017), before the sublayer for
+    pre-norm (Xiong et al., 2020).
+
+    Args:
+        norm_first: draw the pre-norm variant.
+        ax: axes to draw on.
+
+    Returns:
+        The axes.
+    """
+    from matplotlib.patches import FancyArrowPatch, FancyBboxPatch
+
+    if ax is None:
+        _, ax = plt.subplots(figsize=(5.6, 7.4))
+    cmap = plt.get_cmap("cividis")
+    fill = {"self": cmap(0.2), "cross": cmap(0.95), "ff": cmap(0.6), "norm": "#e4e4e4", "add": "white"}
+    text_colour = {"self": "white"}
+    sublayers = [("self", "masked self-attention\nQ, K, V: target"),
+                 ("cross", "cross-attention\nQ: target; K, V: memory"),
+                 ("ff", "position-wise\nfeed-forward")]
+    items = [("io", "target states x  (B, L, D)")]  # (kind, label), bottom to top
+    groups = []  # (index where the residual branches off, index where it is added back)
+    for i, (kind, label) in enumerate(sublayers, start=1):
+        branch = len(items) - 1
+        if norm_first:
+            items += [("norm", f"LayerNorm {i}"), (kind, label), ("add", "+")]
+        else:
+            items += [(kind, label), ("norm", f"add, then LayerNorm {i}")]
+        groups.append((branch, len(items) - 1))
+    items.append(("io", "block output  (B, L, D)"))
+    step, x0, half_w, half_h = 1.0, 2.6, 1.25, 0.3
+    ys = [i * step for i in range(len(items))]
+
+    def extent(k):  # half height of item k
+        return 0.18 if items[k][0] in ("io", "add") else half_h
+
+    for k, ((kind, label), y) in enumerate(zip(items, ys)):
+        if kind == "io":
+            ax.text(x0, y, label, ha="center", va="center", fontsize=10)
+        elif kind == "add":
+            ax.add_patch(plt.Circle((x0, y), 0.18, facecolor="white", edgecolor="black"))
+            ax.text(x0, y, "+", ha="center", va="center", fontsize=13)
+        else:
+            w = half_w * (0.75 if kind == "norm" and norm_first else 1.0)
+            ax.add_patch(FancyBboxPatch((x0 - w, y - half_h), 2 * w, 2 * half_h, boxstyle="round,pad=0.03",
+                                        facecolor=fill[kind], edgecolor="black"))
+            ax.text(x0, y, label, ha="center", va="center", fontsize=9, color=text_colour.get(kind, "black"))
+        if k:
+            ax.add_patch(FancyArrowPatch((x0, ys[k - 1] + extent(k - 1)), (x0, y - extent(k)), arrowstyle="-|>",
+                                         mutation_scale=11, color="black"))
+        if kind == "cross":
+            ax.text(x0 + half_w + 1.5, y, "memory\n(encoder output)\n(B, S, D)", ha="center", va="center",
+                    fontsize=9)
+            ax.add_patch(FancyArrowPatch((x0 + half_w + 0.7, y), (x0 + half_w, y), arrowstyle="-|>",
+                                         mutation_scale=11, color="black"))
+    left = x0 - half_w - 0.35
+    for branch, add in groups:
+        yb = ys[branch] + extent(branch) + 0.15
+        ya = ys[add]
+        ax.plot([x0, left, left], [yb, yb, ya], color="grey", linestyle="--", linewidth=1.2)
+        end = x0 - (0.18 if norm_first else half_w * 1.0)
+        ax.add_patch(FancyArrowPatch((left, ya), (end, ya), arrowstyle="-|>", mutation_scale=11, color="grey",
+                                     linestyle="--"))
+    ax.set_xlim(left - 0.3, x0 + half_w + 2.3)
+    ax.set_ylim(-0.5, ys[-1] + 0.5)
+    ax.axis("off")
+    ax.set_title(("pre-norm" if norm_first else "post-norm") + " decoder block\n(dashed: residual path)",
+                 fontsize=10)
+    return ax
+
+
+__all__ += ["plot_activations", "plot_decoder_block"]
