@@ -206,3 +206,43 @@ def reversal_explorer(model, text: str = "abcdefg", layer: int = -1):
 
 
 __all__ += ["gradient_norm_explorer", "reversal_explorer"]
+
+
+# --------------------------------------------------------------------------- chapter 7: RNN gradient reach
+
+def rnn_gradient_explorer(hidden_size: int = 64):
+    """Choose the spectral radius of ``W_hh``, the nonlinearity, the input scale and the lag.
+
+    Draws ``||dh_T/dh_{T-k}||`` against the lag ``k`` (log scale) for an Elman RNN built by
+    :func:`~transformer_lite.interactive.rnn_lag_profile`, with ``radius**k`` for comparison, and prints
+    the mean derivative of the nonlinearity (1 = linear regime).
+
+    Returns:
+        An ``ipywidgets`` widget.
+    """
+    import ipywidgets as w
+
+    from .interactive import rnn_lag_profile
+
+    def show(spectral_radius: float, nonlinearity: str, input_scale: float, lag: int) -> None:
+        lags, norms, mean_dphi = rnn_lag_profile(spectral_radius, input_scale, hidden_size, lag, nonlinearity)
+        _, ax = plt.subplots(figsize=(7, 3.8), constrained_layout=True)
+        ax.semilogy(lags, norms.clamp_min(1e-300), label=f"{nonlinearity} RNN")
+        ax.semilogy(lags, spectral_radius ** lags.double(), "--", color="0.4", label="radius^lag")
+        ax.set_xlabel("lag k (steps back from the last state)")
+        ax.set_ylabel("||dh_T / dh_(T-k)||")
+        ax.set_title(f"radius {spectral_radius:.2f}, inputs with std {input_scale:g}: "
+                     f"mean derivative {mean_dphi:.2f}")
+        ax.legend()
+        plt.show()
+
+    return w.interactive(
+        show,
+        spectral_radius=w.FloatSlider(value=1.0, min=0.0, max=2.0, step=0.05, description="radius"),
+        nonlinearity=w.Dropdown(options=["tanh", "relu"], value="tanh", description="nonlinearity"),
+        input_scale=w.FloatLogSlider(value=0.01, base=10, min=-3, max=1, step=0.25, description="input std"),
+        lag=w.IntSlider(value=60, min=1, max=200, description="steps T"),
+    )
+
+
+__all__ += ["rnn_gradient_explorer"]

@@ -350,3 +350,116 @@ def plot_decoder_block(norm_first: bool = False, ax: plt.Axes | None = None) -> 
 
 
 __all__ += ["plot_activations", "plot_decoder_block"]
+
+
+# --------------------------------------------------------------------------- chapters 7-8: gradient reach, cost
+
+_LINE_COLORS = ["#3b528b", "#21918c", "#d8576b", "#e6a100", "#5ec962", "#440154"]  # distinguishable, colour-blind safe
+_MARKERS = ["o", "s", "D", "^", "v", "P"]
+
+
+def plot_norms_vs_lag(curves: dict, title: str = "", ax: plt.Axes | None = None,
+                      ylabel: str = "gradient norm", xlabel: str = "lag (steps between the two positions)",
+                      markevery: int = 6) -> plt.Axes:
+    """Gradient norms against lag on a logarithmic y axis, one line per labelled curve.
+
+    Args:
+        curves: ``{label: (lags, norms)}``, each a 1-D tensor/array of equal length; a label starting with
+            ``"ref:"`` is drawn dashed grey (a reference such as ``radius**lag``), without the prefix.
+        title: what the reader should notice.
+        ax: axes to draw on (a new figure if None).
+        ylabel, xlabel: axis labels.
+        markevery: a marker every this many points (lines stay tellable apart in grey scale).
+
+    Returns:
+        The axes.
+
+    Raises:
+        ValueError: if a curve's lags and norms differ in length.
+    """
+    if ax is None:
+        _, ax = plt.subplots(figsize=(7, 4))
+    i = 0
+    for label, (lags, norms) in curves.items():
+        lags, norms = np.asarray(lags, dtype=float).ravel(), np.asarray(norms, dtype=float).ravel()
+        if lags.shape != norms.shape:
+            raise ValueError(f"plot_norms_vs_lag: curve {label!r} has {lags.size} lags but {norms.size} norms")
+        if label.startswith("ref:"):
+            ax.semilogy(lags, norms, "--", color="0.45", lw=1.2, label=label[4:].strip())
+            continue
+        ax.semilogy(lags, norms, color=_LINE_COLORS[i % 6], marker=_MARKERS[i % 6], markevery=markevery,
+                    ms=5, lw=1.8, label=label)
+        i += 1
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.grid(True, which="major", alpha=0.3)
+    if title:
+        ax.set_title(title)
+    ax.legend(fontsize=8)
+    return ax
+
+
+def fit_loglog_slope(x, y, min_x: float | None = None) -> float:
+    """Least-squares slope of ``log y`` against ``log x`` (the exponent p in ``y ~ c x^p``).
+
+    Args:
+        x, y: positive values of equal length (at least two points with ``x >= min_x``).
+        min_x: ignore points with smaller ``x`` (fixed overheads dominate short inputs).
+
+    Returns:
+        The slope as a float.
+
+    Raises:
+        ValueError: on non-positive values, unequal lengths or fewer than two points.
+    """
+    x, y = np.asarray(x, dtype=float).ravel(), np.asarray(y, dtype=float).ravel()
+    if x.shape != y.shape:
+        raise ValueError(f"fit_loglog_slope: expected x and y of equal length, received {x.size} and {y.size}")
+    keep = np.ones_like(x, dtype=bool) if min_x is None else x >= min_x
+    if keep.sum() < 2 or (x[keep] <= 0).any() or (y[keep] <= 0).any():
+        raise ValueError("fit_loglog_slope: expected at least two points, all positive")
+    return float(np.polyfit(np.log(x[keep]), np.log(y[keep]), 1)[0])
+
+
+def plot_loglog_fit(x, series: dict, title: str = "", ax: plt.Axes | None = None, xlabel: str = "L",
+                    ylabel: str = "", min_x: float | None = None) -> plt.Axes:
+    """Several measured series against ``x`` on log-log axes, each with its fitted slope in the legend.
+
+    The fitted line ``c x^p`` (from :func:`fit_loglog_slope` over ``x >= min_x``) is drawn dotted
+    over the points it was fitted to.
+
+    Args:
+        x: the common positive x values.
+        series: ``{label: y values}``.
+        title, xlabel, ylabel: labels.
+        ax: axes to draw on (a new figure if None).
+        min_x: fit only points with ``x >= min_x``.
+
+    Returns:
+        The axes.
+    """
+    if ax is None:
+        _, ax = plt.subplots(figsize=(6, 4))
+    x = np.asarray(x, dtype=float)
+    for i, (label, y) in enumerate(series.items()):
+        y = np.asarray(y, dtype=float)
+        p = fit_loglog_slope(x, y, min_x)
+        keep = np.ones_like(x, dtype=bool) if min_x is None else x >= min_x
+        c = np.exp(np.mean(np.log(y[keep]) - p * np.log(x[keep])))
+        color = _LINE_COLORS[i % 6]
+        ax.loglog(x, y, marker=_MARKERS[i % 6], color=color, lw=1.5, label=f"{label}: slope {p:.2f}")
+        ax.loglog(x[keep], c * x[keep] ** p, ":", color=color, lw=1.2)
+    from matplotlib.ticker import NullLocator
+
+    ax.set_xticks(x, [f"{v:g}" for v in x])  # label the measured lengths only
+    ax.xaxis.set_minor_locator(NullLocator())
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.grid(True, which="major", alpha=0.3)
+    if title:
+        ax.set_title(title)
+    ax.legend(fontsize=8)
+    return ax
+
+
+__all__ += ["plot_norms_vs_lag", "fit_loglog_slope", "plot_loglog_fit"]
