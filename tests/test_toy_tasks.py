@@ -1,0 +1,119 @@
+"""Toy tasks (transformer_lite.toy_tasks). Oracles: plain-Python reimplementations on lists
+(reversal, sorting, counting, the shift, exact match written element by element), and
+hand-written small cases."""
+
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from transformer_lite import toy_tasks as tt
+
+SETTINGS = settings(derandomize=True, max_examples=40, deadline=None)
+
+
+def _content(row):
+    return [int(v) for v in row if int(v) != tt.PAD]
+
+
+@SETTINGS
+@given(batch=st.integers(1, 6), n_symbols=st.integers(1, 10), min_len=st.integers(1, 5), extra=st.integers(0, 4),
+       seed=st.integers(0, 10_000), task=st.sampled_from(["reverse", "sort"]))
+def test_reversal_batch_matches_a_list_oracle(batch, n_symbols, min_len, extra, seed, task):
+    max_len = min_len + extra
+    src, tgt = tt.make_reversal_batch(batch, n_symbols, min_len, max_len, generator=torch.Generator().manual_seed(seed),
+                                      task=task)
+    assert src.shape == (batch, max_len) and tgt.shape == (batch, max_len + 1)
+    assert src.dtype == tgt.dtype == torch.int64
+    for s, t in zip(src.tolist(), tgt.tolist()):
+        n = len(_content(s))
+        assert min_len <= n <= max_len
+        assert s[:n] == _content(s) and all(v == tt.PAD for v in s[n:])  # right-padded
+        assert all(tt.FIRST_SYMBOL <= v < tt.FIRST_SYMBOL + n_symbols for v in s[:n])
+        answer = s[:n][::-1] if task == "reverse" else sorted(s[:n])
+        assert t == answer + [tt.EOS] + [tt.PAD] * (max_len - n)
+
+
+def test_reversal_batch_is_reproducible_and_excludes_held_out():
+    a = tt.make_reversal_batch(50, 3, 2, 3, generator=torch.Generator().manual_seed(0))
+    b = tt.make_reversal_batch(50, 3, 2, 3, generator=torch.Generator().manual_seed(0))
+    assert all(torch.equal(x, y) for x, y in zip(a, b))
+    held = {tuple(_content(r)) for r in a[0][:10]}  # some of the 9 + 27 possible sequences
+    src, _ = tt.make_reversal_batch(300, 3, 2, 3, generator=torch.Generator().manual_seed(1), exclude=held)
+    assert not held & {tuple(_content(r)) for r in src}
+
+
+def test_reversal_batch_errors():
+    with pytest.raises(ValueError, match="batch_size"):
+        tt.make_reversal_batch(0)
+    with pytest.raises(ValueError, match="max_len"):
+        tt.make_reversal_batch(2, min_len=5, max_len=4)
+    with pytest.raises(ValueError, match="task"):
+        tt.make_reversal_batch(2, task="rotate")
+    with pytest.raises(ValueError, match="exclude holds"):
+        tt.make_reversal_batch(2, n_symbols=2, min_len=1, max_len=1, exclude={(3,)})
+
+
+def test_shift_right_by_hand():
+    tgt = torch.tensor([[5, 6, 7, 2], [8, 2, 0, 0]])
+    assert tt.shift_right(tgt).tolist() == [[1, 5, 6, 7], [1, 8, 2, 0]]
+    assert tt.shift_right(torch.tensor([[9]]), bos_id=4).tolist() == [[4]]
+    for bad in (torch.zeros(3, dtype=torch.long), torch.zeros(2, 3), torch.zeros(2, 0, dtype=torch.long)):
+        with pytest.raises(ValueError, match=r"shift_right: expected an integer tensor of shape \(B, T\)"):
+            tt.shift_right(bad)
+
+
+def _exact_match_oracle(gen_row, tgt_row):
+    want = tgt_row[: tgt_row.index(tt.EOS) + 1]
+    got = gen_row[1:]
+    return got[: len(want)] == want
+
+
+def test_exact_match_against_a_list_oracle():
+    tgt = torch.tensor([[5, 6, 2, 0], [5, 6, 2, 0], [5, 6, 2, 0], [7, 8, 9, 2], [7, 8, 9, 2]])
+    gen = torch.tensor([[1, 5, 6, 2, 2], [1, 5, 6, 7, 2], [1, 5, 6, 2, 9], [1, 7, 8, 9, 2], [1, 7, 8, 9, 9]])
+    got = tt.exact_match(gen, tgt).tolist()
+    assert got == [_exact_match_oracle(g, t) for g, t in zip(gen.tolist(), tgt.tolist())] == [True, False, True,
+                                                                                                 True, False]
+    short = torch.tensor([[1, 5]])  # generation stopped early: too short to contain the target
+    assert tt.exact_match(short, torch.tensor([[5, 6, 2]])).tolist() == [False]
+    with pytest.raises(ValueError, match="exact_match"):
+        tt.exact_match(gen[:2], tgt)
+
+
+def test_mirror_positions_and_alignment_accuracy():
+    src = torch.tensor([[3, 4, 5, 0], [6, 7, 8, 9]])
+    assert tt.mirror_positions(src).tolist() == [[2, 1, 0, -1, -1], [3, 2, 1, 0, -1]]
+    expected = tt.mirror_positions(src)[:, :4]  # (B, L=4)
+    w = torch.zeros(2, 4, 4)
+    w[0, 0, 2] = w[0, 1, 1] = w[0, 2, 1] = 1.0  # hits, hit, miss (row 3 not counted)
+    w[1, torch.arange(4), torch.tensor([3, 2, 1, 0])] = 1.0  # four hits
+    assert tt.alignment_accuracy(w, expected) == pytest.approx(6 / 7)
+    with pytest.raises(ValueError, match="alignment_accuracy"):
+        tt.alignment_accuracy(w, expected[:, :3])
+    with pytest.raises(ValueError, match="mirror_positions"):
+        tt.mirror_positions(torch.zeros(3, dtype=torch.long))
+
+
+@SETTINGS
+@given(batch=st.integers(1, 5), seq_len=st.integers(1, 9), n_symbols=st.integers(1, 7), seed=st.integers(0, 999))
+def test_histogram_counts_match_list_count(batch, seq_len, n_symbols, seed):
+    ids, counts = tt.make_histogram_batch(batch, seq_len, n_symbols, generator=torch.Generator().manual_seed(seed))
+    assert ids.shape == counts.shape == (batch, seq_len)
+    for row, c in zip(ids.tolist(), counts.tolist()):
+        assert c == [row.count(v) for v in row]
+        assert all(0 <= v < n_symbols for v in row)
+
+
+def test_histogram_errors():
+    with pytest.raises(ValueError, match="seq_len"):
+        tt.make_histogram_batch(2, seq_len=0)
+
+
+def test_symbols_round_trip_and_errors():
+    assert tt.symbols_to_ids("abj") == [3, 4, 12]
+    assert tt.ids_to_symbols([1, 3, 12, 2, 0]) == ["BOS", "a", "j", "EOS", "PAD"]
+    with pytest.raises(ValueError, match="letters"):
+        tt.symbols_to_ids("abk")
+    with pytest.raises(ValueError, match="ids_to_symbols"):
+        tt.ids_to_symbols([13])

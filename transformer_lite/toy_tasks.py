@@ -1,0 +1,247 @@
+"""Toy tasks whose right answer (and right attention pattern) is known, for small training runs.
+
+* Sequence reversal (and sorting), a sequence-to-sequence task for the
+  encoder-decoder: the target is the source read backwards, so target token
+  ``t`` should read source position ``n - 1 - t``, an anti-diagonal alignment.
+  Sequence-to-sequence learning of this kind goes back to Sutskever et al.
+  (2014), who also observed that reversing the *source* helps an LSTM.
+* Histogram counting, a task for an encoder alone: at every position, how many
+  times does this position's symbol occur in the sequence? It needs attention
+  (a position must find its equal symbols) but no position information, as
+  counting does not depend on order (Weiss et al., 2021, "Thinking Like
+  Transformers", use it as an example).
+
+Token ids of the sequence-to-sequence tasks: ``PAD = 0``, ``BOS = 1``,
+``EOS = 2``; the ``n_symbols`` content symbols are ``3 .. 3 + n_symbols - 1``.
+Sequences are right-padded with ``PAD``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection
+
+import torch
+from torch import Tensor
+
+__all__ = ["PAD", "BOS", "EOS", "FIRST_SYMBOL", "make_reversal_batch", "shift_right", "exact_match",
+           "mirror_positions", "alignment_accuracy", "make_histogram_batch"]
+
+PAD, BOS, EOS = 0, 1, 2  # padding, beginning of sequence, end of sequence
+FIRST_SYMBOL = 3  # id of the first content symbol
+
+
+def _check_int(owner: str, name: str, value, minimum: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise ValueError(f"{owner}: expected {name} to be an int >= {minimum}, received {value!r}")
+
+
+def make_reversal_batch(batch_size: int, n_symbols: int = 10, min_len: int = 4, max_len: int = 12,
+                        generator: torch.Generator | None = None, exclude: Collection[tuple[int, ...]] | None = None,
+                        task: str = "reverse") -> tuple[Tensor, Tensor]:
+    """A batch of random symbol sequences and their reversals (or sorted versions).
+
+    Each example draws a length ``n`` uniformly from ``min_len .. max_len``
+    and ``n`` symbols uniformly (with repetition) from the ``n_symbols``
+    content ids. A sequence whose tuple of ids is in ``exclude`` is drawn again,
+    so a held-out set can be kept out of training.
+
+    Args:
+        batch_size: number of examples B, ``>= 1``.
+        n_symbols: number of content symbols, ``>= 1`` (ids ``3 .. 2 + n_symbols``).
+        min_len, max_len: shortest and longest sequence, ``1 <= min_len <= max_len``.
+        generator: a seeded ``torch.Generator`` for reproducible batches.
+        exclude: tuples of content ids that must not be produced (e.g. the held-out sources).
+        task: ``"reverse"`` (target = source backwards) or ``"sort"`` (target = source in ascending order).
+
+    Returns:
+        ``(src, tgt)``, int64: ``src`` ``(B, max_len)``, the symbols then ``PAD``;
+        ``tgt`` ``(B, max_len + 1)``, the answer, then ``EOS``, then ``PAD``.
+
+    Raises:
+        ValueError: for non-positive sizes, ``min_len > max_len``, an unknown ``task``,
+            or an ``exclude`` set that leaves too few sequences to draw from.
+    """
+    owner = "make_reversal_batch"
+    _check_int(owner, "batch_size", batch_size, 1)
+    _check_int(owner, "n_symbols", n_symbols, 1)
+    _check_int(owner, "min_len", min_len, 1)
+    _check_int(owner, "max_len", max_len, min_len)
+    if task not in ("reverse", "sort"):
+        raise ValueError(f"{owner}: expected task 'reverse' or 'sort', received {task!r}")
+    exclude = set() if exclude is None else exclude
+    n_possible = sum(n_symbols ** n for n in range(min_len, max_len + 1))
+    if len(exclude) >= n_possible / 2:  # rejection sampling would crawl (or never end)
+        raise ValueError(f"{owner}: exclude holds {len(exclude)} sequences of the {n_possible} possible; "
+                         f"expected fewer than half")
+    src = torch.full((batch_size, max_len), PAD, dtype=torch.long)
+    tgt = torch.full((batch_size, max_len + 1), PAD, dtype=torch.long)
+    lengths = torch.randint(min_len, max_len + 1, (batch_size,), generator=generator)  # (B,)
+    for b in range(batch_size):
+        n = int(lengths[b])
+        while True:
+            seq = torch.randint(FIRST_SYMBOL, FIRST_SYMBOL + n_symbols, (n,), generator=generator)  # (n,)
+            if tuple(seq.tolist()) not in exclude:
+                break
+        src[b, :n] = seq
+        tgt[b, :n] = seq.flip(0) if task == "reverse" else seq.sort().values
+        tgt[b, n] = EOS
+    return src, tgt
+
+
+def shift_right(tgt: Tensor, bos_id: int = BOS) -> Tensor:
+    """The decoder input for teacher forcing: ``BOS`` followed by the target without its last column.
+
+    At position ``t`` the decoder reads the true token ``t - 1`` (``BOS`` at
+    ``t = 0``) and is trained to predict target token ``t`` (Vaswani et al.,
+    2017, Sec. 3.1: "the output embeddings are offset by one position").
+
+    Args:
+        tgt: ``(B, T)`` integer target ids (answer, ``EOS``, padding).
+        bos_id: the beginning-of-sequence id.
+
+    Returns:
+        ``(B, T)`` int64: ``[bos_id, tgt[:, 0], ..., tgt[:, T - 2]]`` in every row.
+
+    Raises:
+        ValueError: if ``tgt`` is not a 2-D integer tensor with at least one column.
+    """
+    if not isinstance(tgt, Tensor) or tgt.dim() != 2 or tgt.shape[1] < 1 or tgt.is_floating_point() \
+            or tgt.dtype == torch.bool:
+        shape = tuple(tgt.shape) if isinstance(tgt, Tensor) else type(tgt).__name__
+        raise ValueError(f"shift_right: expected an integer tensor of shape (B, T) with T >= 1, received {shape}")
+    bos = torch.full_like(tgt[:, :1], bos_id)  # (B, 1)
+    return torch.cat([bos, tgt[:, :-1]], dim=1)  # (B, T)
+
+
+def exact_match(generated: Tensor, tgt: Tensor, eos_id: int = EOS, pad_id: int = PAD) -> Tensor:
+    """Whether each generated sequence equals its target exactly, up to and including ``EOS``.
+
+    Args:
+        generated: ``(B, 1 + T')`` ids from :func:`~transformer_lite.models.greedy_decode`
+            (``BOS`` first; what follows ``EOS`` is ignored).
+        tgt: ``(B, T)`` target ids (answer, ``EOS``, then ``pad_id``).
+        eos_id, pad_id: the end and padding ids.
+
+    Returns:
+        Bool tensor ``(B,)``: ``True`` where the tokens after ``BOS`` start with
+        the whole target (answer and ``EOS``).
+
+    Raises:
+        ValueError: if the tensors are not 2-D with one batch size.
+    """
+    if not (isinstance(generated, Tensor) and isinstance(tgt, Tensor) and generated.dim() == tgt.dim() == 2
+            and generated.shape[0] == tgt.shape[0]):
+        raise ValueError(f"exact_match: expected generated (B, 1 + T') and tgt (B, T) with one B, received "
+                         f"{tuple(getattr(generated, 'shape', ()))} and {tuple(getattr(tgt, 'shape', ()))}")
+    out = generated[:, 1:]  # drop BOS: (B, T')
+    width = max(out.shape[1], tgt.shape[1])
+    out = torch.nn.functional.pad(out, (0, width - out.shape[1]), value=pad_id)  # (B, width)
+    want = torch.nn.functional.pad(tgt, (0, width - tgt.shape[1]), value=pad_id)  # (B, width)
+    # Compare up to and including the target's EOS; later positions do not matter.
+    relevant = torch.cumsum((want == eos_id).long(), dim=1) - (want == eos_id).long() == 0  # (B, width)
+    return ((out == want) | ~relevant).all(dim=1)
+
+
+def mirror_positions(src: Tensor, pad_id: int = PAD) -> Tensor:
+    """For reversal: the source position each target position copies, ``n - 1 - t``; ``-1`` past the answer.
+
+    Args:
+        src: ``(B, S)`` right-padded source ids.
+        pad_id: the padding id.
+
+    Returns:
+        int64 ``(B, S + 1)`` (the width of the target with its ``EOS``): entry
+        ``(b, t)`` is ``n_b - 1 - t`` for ``t < n_b`` and ``-1`` otherwise.
+
+    Raises:
+        ValueError: if ``src`` is not 2-D.
+    """
+    if not isinstance(src, Tensor) or src.dim() != 2:
+        raise ValueError(f"mirror_positions: expected src of shape (B, S), received "
+                         f"{tuple(getattr(src, 'shape', ()))}")
+    n = (src != pad_id).sum(dim=1, keepdim=True)  # (B, 1)
+    t = torch.arange(src.shape[1] + 1, device=src.device)[None, :]  # (1, S + 1)
+    return torch.where(t < n, n - 1 - t, torch.full_like(t - n, -1))
+
+
+def alignment_accuracy(weights: Tensor, expected: Tensor) -> float:
+    """Fraction of query positions whose largest attention weight falls on the expected key.
+
+    Args:
+        weights: ``(B, L, S)`` attention weights (e.g. cross-attention averaged over heads).
+        expected: ``(B, L)`` int, the key index each query should attend to most; ``-1`` = not counted.
+
+    Returns:
+        A float in [0, 1] (NaN if no position is counted).
+
+    Raises:
+        ValueError: if the shapes do not match.
+    """
+    if weights.dim() != 3 or tuple(expected.shape) != tuple(weights.shape[:2]):
+        raise ValueError(f"alignment_accuracy: expected weights (B, L, S) and expected (B, L), received "
+                         f"{tuple(weights.shape)} and {tuple(expected.shape)}")
+    counted = expected >= 0  # (B, L)
+    hits = (weights.argmax(dim=-1) == expected) & counted
+    return float(hits.sum()) / float(counted.sum()) if bool(counted.any()) else float("nan")
+
+
+def make_histogram_batch(batch_size: int, seq_len: int = 8, n_symbols: int = 6,
+                         generator: torch.Generator | None = None) -> tuple[Tensor, Tensor]:
+    """Random sequences and, at every position, the number of times its symbol occurs in the sequence.
+
+    Args:
+        batch_size: number of examples B, ``>= 1``.
+        seq_len: length L of every sequence, ``>= 1``.
+        n_symbols: symbols are ids ``0 .. n_symbols - 1`` (no special tokens), ``>= 1``.
+        generator: a seeded ``torch.Generator``.
+
+    Returns:
+        ``(tokens, counts)``, int64 ``(B, L)`` each; ``counts`` lie in ``1 .. L``
+        (a symbol always counts itself), so a classifier over ``L + 1`` classes fits.
+
+    Raises:
+        ValueError: for sizes that are not positive ints.
+    """
+    owner = "make_histogram_batch"
+    _check_int(owner, "batch_size", batch_size, 1)
+    _check_int(owner, "seq_len", seq_len, 1)
+    _check_int(owner, "n_symbols", n_symbols, 1)
+    tokens = torch.randint(0, n_symbols, (batch_size, seq_len), generator=generator)  # (B, L)
+    counts = (tokens[:, :, None] == tokens[:, None, :]).sum(dim=-1)  # (B, L, L) equal pairs -> (B, L)
+    return tokens, counts
+
+
+SYMBOLS = "abcdefghij"  # how the first ten content symbols are shown: id FIRST_SYMBOL + i is SYMBOLS[i]
+_SPECIAL_NAMES = {PAD: "PAD", BOS: "BOS", EOS: "EOS"}
+
+
+def symbols_to_ids(text: str) -> list[int]:
+    """Ids of a string of the letters ``a``-``j`` (``a`` is ``FIRST_SYMBOL``).
+
+    Raises:
+        ValueError: for a character outside ``a``-``j``.
+    """
+    bad = sorted({c for c in text if c not in SYMBOLS})
+    if bad:
+        raise ValueError(f"symbols_to_ids: expected letters from {SYMBOLS!r}, received {bad}")
+    return [FIRST_SYMBOL + SYMBOLS.index(c) for c in text]
+
+
+def ids_to_symbols(ids) -> list[str]:
+    """One label per id: ``a``-``j`` for the content symbols, ``PAD``/``BOS``/``EOS`` for the special ids.
+
+    Raises:
+        ValueError: for an id that is neither special nor one of the ten symbols.
+    """
+    out = []
+    for i in (int(v) for v in ids):
+        if i in _SPECIAL_NAMES:
+            out.append(_SPECIAL_NAMES[i])
+        elif FIRST_SYMBOL <= i < FIRST_SYMBOL + len(SYMBOLS):
+            out.append(SYMBOLS[i - FIRST_SYMBOL])
+        else:
+            raise ValueError(f"ids_to_symbols: expected ids 0..{FIRST_SYMBOL + len(SYMBOLS) - 1}, received {i}")
+    return out
+
+
+__all__ += ["SYMBOLS", "symbols_to_ids", "ids_to_symbols"]
