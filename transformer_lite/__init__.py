@@ -20,6 +20,12 @@ from .models import EncoderDecoderConfig, EncoderDecoderTransformer, Transformer
 from .pretrained import BertConfig, BertEncoder, WordPieceTokenizer, load_minilm
 from .recurrent import GRU, RNN
 from .efficient_attention import memory_efficient_attention
+from .rmsnorm import RMSNorm
+from .swiglu import SwiGLUFeedForward
+from .gqa import GroupedQueryAttention
+from .language_model import (CausalTransformerBlock, DecoderOnlyConfig, DecoderOnlyTransformer, GRULanguageModel, KVCache,
+                             sample_next_token)
+from .smollm2 import BPETokenizer, load_smollm2
 
 __version__ = "0.1.0"
 
@@ -34,4 +40,6 @@ __all__ = [
     "DecoderBlock", "TransformerEncoder", "TransformerDecoder", "EncoderDecoderConfig", "EncoderDecoderTransformer",
     "greedy_decode",
     "RNN", "GRU", "memory_efficient_attention",
+    "RMSNorm", "SwiGLUFeedForward", "GroupedQueryAttention", "CausalTransformerBlock", "DecoderOnlyConfig",
+    "DecoderOnlyTransformer", "KVCache", "GRULanguageModel", "sample_next_token", "BPETokenizer", "load_smollm2",
 ]
