@@ -41,10 +41,11 @@ def test_attention_layers_figure_errors():
 def test_mask_alignment_figure_shows_both_conventions():
     fig = interactive.mask_alignment_figure(L=2, S_values=(2, 4))
     for step, S in zip(fig.layout.sliders[0].steps, (2, 4)):
-        ours, top_left = (torch.tensor(z, dtype=torch.float64) for z in step.args[0]["z"])
-        assert torch.equal(ours[:, :S], causal_mask(2, S).double())
-        assert torch.equal(top_left[:, :S], torch.ones(2, S).tril().double())
-        assert torch.isnan(ours[:, S:]).all()  # keys that do not exist yet are left blank
+        ours, top_left = step.args[0]["z"]
+        assert torch.equal(torch.tensor([r[:S] for r in ours]).double(), causal_mask(2, S).double())
+        assert torch.equal(torch.tensor([r[:S] for r in top_left]).double(), torch.ones(2, S).tril().double())
+        assert all(v is None for r in ours + top_left for v in r[S:])  # keys that do not exist yet: gaps
+    json.dumps(fig.to_plotly_json(), allow_nan=False)  # strict JSON: no NaN or inf for Jupyter to warn about
     with pytest.raises(ValueError, match="L >= 1"):
         interactive.mask_alignment_figure(L=0)
 

@@ -19,6 +19,13 @@ from torch import Tensor
 
 __all__ = ["attention_layers_figure", "mask_alignment_figure", "mask_variants_figure", "show"]
 
+# Serialize with the standard library's json, not orjson: plotly picks orjson whenever it is
+# importable, and the two write floats and non-ASCII characters differently, which would make
+# the stored notebook outputs depend on what else happens to be installed.
+import plotly.io as _pio  # noqa: E402
+
+_pio.json.config.default_engine = "json"
+
 _MASK_COLORSCALE = [[0.0, "#00224e"], [0.5, "#00224e"], [0.5, "#fee838"], [1.0, "#fee838"]]  # cividis ends
 _DECIMALS = 4  # stored weights are rounded: smaller pages, and outputs that compare exactly across runs
 
@@ -113,19 +120,19 @@ def mask_alignment_figure(L: int = 3, S_values: Sequence[int] = (3, 4, 5, 6, 7, 
     def panels(S):
         ours = causal_mask(L, S).double()
         top_left = torch.ones(L, S, dtype=torch.bool).tril().double()
-        pad = torch.full((L, S_max - S), float("nan"), dtype=torch.float64)  # keys that do not exist yet
-        return [torch.cat([ours, pad], 1), torch.cat([top_left, pad], 1)]
+        blank = [None] * (S_max - S)  # keys that do not exist yet: None draws a gap (JSON has no NaN)
+        return [[row + blank for row in ours.tolist()], [row + blank for row in top_left.tolist()]]
 
     fig = make_subplots(rows=1, cols=2, horizontal_spacing=0.12,
                         subplot_titles=["tl.causal_mask(L, S): bottom-right", "torch is_causal: top-left"])
     keys = [f"key {j}" for j in range(S_max)]
     first = panels(S_values[0])
     for c in range(2):
-        fig.add_trace(go.Heatmap(z=first[c].tolist(), x=keys, y=[f"query {i}" for i in range(L)], zmin=0, zmax=1,
+        fig.add_trace(go.Heatmap(z=first[c], x=keys, y=[f"query {i}" for i in range(L)], zmin=0, zmax=1,
                                  colorscale=_MASK_COLORSCALE, showscale=(c == 1), colorbar=_mask_colorbar(),
                                  xgap=1, ygap=1, hovertemplate="%{y}, %{x}: %{z}<extra></extra>"), row=1, col=c + 1)
     fig.update_yaxes(autorange="reversed")
-    steps = [dict(method="restyle", label=str(S), args=[{"z": [p.tolist() for p in panels(S)]}, [0, 1]])
+    steps = [dict(method="restyle", label=str(S), args=[{"z": panels(S)}, [0, 1]])
              for S in S_values]
     fig.update_layout(
         title=dict(text=f"{L} new queries, S keys: only bottom-right alignment lets the last query see every key"),
