@@ -50,30 +50,36 @@ def _check_qkv(query: Tensor, key: Tensor, value: Tensor) -> torch.Size:
                          f"{tuple(query.shape)}, key {tuple(key.shape)}, value {tuple(value.shape)}") from None
 
 
+def _check_mask(attn_mask, batch_shape: torch.Size, L: int, S: int) -> None:
+    """Validate ``attn_mask``: a bool or float Tensor broadcasting to ``(..., L, S)``, no NaN or +inf."""
+    if not isinstance(attn_mask, Tensor):
+        raise ValueError(f"attn_mask: expected a bool or float Tensor, received {type(attn_mask).__name__}")
+    target = (*batch_shape, L, S)
+    try:
+        ok = torch.broadcast_shapes(attn_mask.shape, target) == torch.Size(target)
+    except RuntimeError:
+        ok = False
+    if not ok:
+        raise ValueError(f"attn_mask: expected a shape that broadcasts to (..., L, S) = {target}, "
+                         f"received {tuple(attn_mask.shape)}")
+    if attn_mask.is_floating_point():
+        if torch.isnan(attn_mask).any() or (attn_mask == float("inf")).any():
+            raise ValueError("attn_mask: a float mask may hold finite values and -inf, received NaN or +inf")
+    elif attn_mask.dtype != torch.bool:
+        raise ValueError(f"attn_mask: expected dtype torch.bool (True = may attend) or a floating dtype "
+                         f"(added to the scores), received {attn_mask.dtype}")
+
+
 def _mask_to_bias(attn_mask: Tensor | None, is_causal: bool, batch_shape: torch.Size, L: int, S: int,
                   dtype: torch.dtype, device: torch.device) -> Tensor | None:
     """Turn the bool/float ``attn_mask`` and ``is_causal`` into one additive bias (or None)."""
     bias = None
     if attn_mask is not None:
-        if not isinstance(attn_mask, Tensor):
-            raise ValueError(f"attn_mask: expected a bool or float Tensor, received {type(attn_mask).__name__}")
-        target = (*batch_shape, L, S)
-        try:
-            ok = torch.broadcast_shapes(attn_mask.shape, target) == torch.Size(target)
-        except RuntimeError:
-            ok = False
-        if not ok:
-            raise ValueError(f"attn_mask: expected a shape that broadcasts to (..., L, S) = {target}, "
-                             f"received {tuple(attn_mask.shape)}")
+        _check_mask(attn_mask, batch_shape, L, S)
         if attn_mask.dtype == torch.bool:
             bias = torch.zeros(attn_mask.shape, dtype=dtype, device=device).masked_fill(~attn_mask, float("-inf"))
-        elif attn_mask.is_floating_point():
-            if torch.isnan(attn_mask).any() or (attn_mask == float("inf")).any():
-                raise ValueError("attn_mask: a float mask may hold finite values and -inf, received NaN or +inf")
-            bias = attn_mask.to(dtype)
         else:
-            raise ValueError(f"attn_mask: expected dtype torch.bool (True = may attend) or a floating dtype "
-                             f"(added to the scores), received {attn_mask.dtype}")
+            bias = attn_mask.to(dtype)
     if is_causal:
         causal = torch.zeros(L, S, dtype=dtype, device=device).masked_fill(~causal_mask(L, S, device), float("-inf"))
         bias = causal if bias is None else bias + causal

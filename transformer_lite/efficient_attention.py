@@ -27,6 +27,8 @@ from typing import Any, Callable
 import torch
 from torch import Tensor
 
+from .attention import _check_mask
+
 __all__ = ["memory_efficient_attention", "peak_allocated_bytes"]
 
 _HALF_DTYPES = (torch.float16, torch.bfloat16)
@@ -56,22 +58,7 @@ def _check_inputs(query: Tensor, key: Tensor, value: Tensor, attn_mask: Tensor |
         raise ValueError(f"{_NAME}: batch dimensions do not broadcast: query {tuple(query.shape)}, key "
                          f"{tuple(key.shape)}, value {tuple(value.shape)}") from None
     if attn_mask is not None:
-        if not isinstance(attn_mask, Tensor):
-            raise ValueError(f"attn_mask: expected a bool or float Tensor, received {type(attn_mask).__name__}")
-        target = (*batch, query.shape[-2], key.shape[-2])
-        try:
-            ok = torch.broadcast_shapes(attn_mask.shape, target) == torch.Size(target)
-        except RuntimeError:
-            ok = False
-        if not ok:
-            raise ValueError(f"attn_mask: expected a shape that broadcasts to (..., L, S) = {target}, "
-                             f"received {tuple(attn_mask.shape)}")
-        if attn_mask.is_floating_point():
-            if torch.isnan(attn_mask).any() or (attn_mask == float("inf")).any():
-                raise ValueError("attn_mask: a float mask may hold finite values and -inf, received NaN or +inf")
-        elif attn_mask.dtype != torch.bool:
-            raise ValueError(f"attn_mask: expected dtype torch.bool (True = may attend) or a floating dtype "
-                             f"(added to the scores), received {attn_mask.dtype}")
+        _check_mask(attn_mask, batch, query.shape[-2], key.shape[-2])  # the rules of scaled_dot_product_attention
     return batch
 
 
