@@ -590,7 +590,7 @@ def check_shift_right(fn: Callable) -> None:
 __all__ += ["check_pre_norm_block", "check_shift_right"]
 
 
-# --------------------------------------------------------------------------- chapter 7: an RNN step's Jacobian
+# --------------------------------------------------------------------------- chapter 6: an RNN step's Jacobian
 
 def _rnn_case(g, B, H):
     """A recurrent matrix and a tanh state with entries of both signs and magnitudes up to ~0.95."""
@@ -636,7 +636,7 @@ def check_rnn_step_jacobian(fn: Callable) -> None:
         raise _diagnose(out, variants, case, "Jacobian", ref)
 
 
-# --------------------------------------------------------------------------- chapter 8: online softmax
+# --------------------------------------------------------------------------- chapter 7: online softmax
 
 def _block_stats(scores: Tensor, v: Tensor) -> tuple[Tensor, Tensor, Tensor]:
     """Running statistics of one key block: row max m, l = sum exp(s - m), acc = sum exp(s - m) v."""
@@ -711,3 +711,167 @@ def check_online_softmax_merge(fn: Callable) -> None:
 
 
 __all__ += ["check_rnn_step_jacobian", "check_online_softmax_merge"]
+
+
+# --------------------------------------------------------------------------- chapter 8: the next-token loss
+
+def _next_token_nll(logits: Tensor, ids: Tensor) -> Tensor:
+    """-log p(ids[b, t + 1] | logits[b, t]) for t = 0 .. L-2: float64 ``(B, L - 1)``, by log-softmax and gather."""
+    log_p = torch.log_softmax(logits[:, :-1].double(), dim=-1)  # (B, L-1, V)
+    return -log_p.gather(-1, ids[:, 1:, None]).squeeze(-1)  # (B, L-1)
+
+
+def _nll_against(logits: Tensor, targets: Tensor, dim: int = -1) -> Tensor:
+    """-log softmax(logits)[target] at every position: logits ``(B, T, V)``, targets ``(B, T)`` -> ``(B, T)``."""
+    log_p = torch.log_softmax(logits.double(), dim=dim)  # (B, T, V)
+    return -log_p.gather(-1, targets[..., None]).squeeze(-1)  # (B, T)
+
+
+@_checker("check_next_token_loss")
+def check_next_token_loss(fn: Callable) -> None:
+    """Check ``fn(logits, ids) -> loss``: the mean next-token cross-entropy of a language model, in nats.
+
+    ``logits`` ``(B, L, V)`` float64 are the model's outputs for the windows ``ids`` ``(B, L)`` int64 (row
+    ``t`` scores the token that follows position ``t``). Expected: a 0-dim float tensor equal to
+    ``-(1 / (B (L - 1))) sum_{b, t < L-1} log softmax(logits[b, t])[ids[b, t + 1]]``, the negative of the
+    log-likelihood objective of Radford et al. (2018), Eq. 1, averaged over the ``B (L - 1)`` positions that
+    have a target (the last position has none) and measured with the natural logarithm (nats; divide by
+    ln 2 for bits). Cases include ``L = 2`` (one target per row) and ``B = 1``.
+
+    Raises:
+        AssertionError: naming the likely mistake (no shift, shifted the wrong way, wrap-around with
+            ``torch.roll``, sum instead of mean, bits instead of nats, mean of -log p over the vocabulary,
+            dividing by L instead of L - 1, log-softmax over the wrong axis, raw logits without the log-softmax).
+    """
+    g = _gen(31)
+    # The first case is the most telling: B > 1 and L > 2, so every mistake below gives a different number.
+    for B, L, V in [(3, 6, 7), (2, 2, 5), (1, 9, 11), (4, 3, 3)]:
+        case = f"logits of shape {(B, L, V)}, ids of shape {(B, L)}"
+        logits = 2.0 * torch.randn(B, L, V, generator=g, dtype=torch.float64)
+        ids = torch.randint(0, V, (B, L), generator=g)
+        ids[:, 1] = (ids[:, 0] + 1) % V  # the first two tokens of every row differ: a missing shift shows
+        loss = _call(fn, logits.clone(), ids.clone())
+        if not isinstance(loss, Tensor):
+            raise AssertionError(f"loss for {case}: expected a 0-dim torch.Tensor, received {type(loss).__name__}")
+        if loss.dim() != 0:
+            raise AssertionError(f"loss for {case}: expected a 0-dim tensor (shape (), one number for the whole "
+                                 f"batch), received shape {tuple(loss.shape)}; average over every position "
+                                 "that has a target")
+        if not loss.is_floating_point():
+            raise AssertionError(f"loss for {case}: expected a floating tensor, received dtype {loss.dtype}")
+        nll = _next_token_nll(logits, ids)  # (B, L-1)
+        ref = nll.mean()
+        if _close(loss, ref):
+            continue
+        n = B * (L - 1)
+        variants = {
+            "no shift: each position was scored against its own token; logits[:, t] predicts ids[:, t + 1], so "
+            "compare logits[:, :-1] with ids[:, 1:]": _nll_against(logits, ids).mean(),
+            "no shift (with the last position dropped): logits[:, :-1] must be scored against ids[:, 1:], not "
+            "ids[:, :-1]": _nll_against(logits[:, :-1], ids[:, :-1]).mean(),
+            "shifted the wrong way: logits[:, 1:] against ids[:, :-1] asks each position for the token BEFORE "
+            "it; use logits[:, :-1] against ids[:, 1:]": _nll_against(logits[:, 1:], ids[:, :-1]).mean(),
+            "wrap-around: torch.roll moved the first token to the end, so the last position was scored against "
+            "ids[:, 0]; cut with slices (logits[:, :-1], ids[:, 1:]) instead": _nll_against(
+                logits, torch.roll(ids, -1, dims=1)).mean(),
+            "sum instead of mean: average over the B * (L - 1) positions": nll.sum(),
+            "bits instead of nats: use the natural logarithm (torch.log / log_softmax), not log2":
+                nll.mean() / math.log(2),
+            "mean of -log p over the whole vocabulary: pick the target token's log-probability (gather or "
+            "F.cross_entropy), do not average over all V tokens": -torch.log_softmax(
+                logits[:, :-1].double(), dim=-1).mean(),
+            "divided by L instead of L - 1: only L - 1 positions per row have a target, so the mean is over "
+            f"B * (L - 1) = {n} positions, not B * L = {B * L}": nll.sum() / (B * L),
+            "log-softmax over the wrong axis: normalize over the vocabulary (dim=-1), not over the positions":
+                _nll_against(logits[:, :-1], ids[:, 1:], dim=1).mean(),
+            "used the raw logit of the target: apply log_softmax first, the loss is -log p, not -logit":
+                -logits[:, :-1].double().gather(-1, ids[:, 1:, None]).mean(),
+        }
+        raise _diagnose(loss, variants, case, "loss", ref)
+
+
+# --------------------------------------------------------------------------- chapter 8: temperature and top-k
+
+def _temperature_top_k_probs(logits: Tensor, temperature: float, top_k: int | None, smallest: bool = False,
+                             renormalize: bool = True) -> Tensor:
+    """Reference (and mistaken variants): softmax(logits / T) on the k kept tokens of each row, 0 elsewhere."""
+    scaled = logits.double() / temperature  # (B, V)
+    V = scaled.shape[-1]
+    k = V if top_k is None else top_k
+    order = scaled.argsort(dim=-1, descending=not smallest)  # (B, V)
+    keep = torch.zeros_like(scaled, dtype=torch.bool).scatter(-1, order[:, :k], True)  # (B, V)
+    if not renormalize:  # softmax over all V first, then cut
+        return torch.softmax(scaled, dim=-1) * keep
+    weights = torch.exp(scaled - scaled.amax(dim=-1, keepdim=True)) * keep  # (B, V), 0 outside the kept set
+    return weights / weights.sum(dim=-1, keepdim=True)
+
+
+@_checker("check_temperature_top_k")
+def check_temperature_top_k(fn: Callable) -> None:
+    """Check ``fn(logits, temperature, top_k) -> probs``: the distribution that temperature and top-k sampling use.
+
+    ``logits`` ``(B, V)`` float64, ``temperature`` a float > 0, ``top_k`` an int in ``[1, V]`` or ``None``
+    (all tokens). Expected ``(B, V)``: ``softmax(logits / temperature)`` restricted to the ``top_k`` largest
+    logits of each row, the other entries exactly 0, renormalised so that each row sums to 1 (the softmax
+    with a temperature: Hinton, Vinyals & Dean, 2015, Eq. 1; temperature sampling of text: Holtzman et al.,
+    2020; top-k sampling: Fan et al., 2018). :func:`transformer_lite.language_model.sample_next_token` draws
+    from this distribution. The logits are continuous random numbers, so no two are tied; the cases cover temperatures
+    0.5, 1 and 2 and ``top_k`` None, 1, 3 and V.
+
+    Raises:
+        AssertionError: naming the likely mistake (multiplied by the temperature, kept the k smallest, not
+            renormalised after zeroing, k + 1 or k - 1 tokens kept, top_k ignored, temperature ignored, logits
+            or log-probabilities returned instead of probabilities).
+    """
+    g = _gen(37)
+    # The first case is the most telling: T != 1 and 1 < k < V, so every mistake below changes the numbers.
+    for B, V, temperature, top_k in [(3, 7, 0.5, 3), (2, 6, 2.0, None), (4, 9, 1.0, 1), (2, 5, 2.0, 5),
+                                     (1, 8, 0.5, None), (3, 10, 2.0, 3), (2, 4, 0.5, 1)]:
+        case = f"logits of shape {(B, V)}, temperature={temperature}, top_k={top_k}"
+        logits = 1.5 * torch.randn(B, V, generator=g, dtype=torch.float64)
+        probs = _call(fn, logits.clone(), temperature, top_k)
+        _check_tensor(probs, "probabilities", (B, V), case)
+        ref = _temperature_top_k_probs(logits, temperature, top_k)
+        if _close(probs, ref):
+            continue
+        p = probs.double()
+        if torch.isnan(p).any():
+            raise AssertionError(f"probabilities for {case} contain NaN: a row of only -inf scores (no token "
+                                 "kept?) or 0/0 in the normalization")
+        if (p < 0).any() or torch.isinf(p).any():
+            raise AssertionError(f"wrong probabilities for {case}. Likely mistake: returned logits or "
+                                 "log-probabilities instead of probabilities (negative or infinite values); "
+                                 "apply the softmax after the cut")
+        k = V if top_k is None else top_k
+        variants = {
+            "multiplied by the temperature instead of dividing: softmax(logits / temperature), so T < 1 "
+            "sharpens and T > 1 flattens": _temperature_top_k_probs(logits * temperature ** 2, temperature, top_k),
+            "kept the k smallest logits: keep the k LARGEST (torch.topk returns the largest by default)":
+                _temperature_top_k_probs(logits, temperature, top_k, smallest=True),
+            "not renormalised after zeroing (softmax first, then cut): set the dropped logits to -inf before "
+            "the softmax, or divide the kept probabilities by their sum, so each row sums to 1":
+                _temperature_top_k_probs(
+                logits, temperature, top_k, renormalize=False),
+            "top_k ignored: keep only the top_k largest logits, set the others' probability to 0":
+                _temperature_top_k_probs(logits, temperature, None),
+            "temperature ignored: divide the logits by the temperature before the softmax":
+                _temperature_top_k_probs(logits, 1.0, top_k),
+        }
+        if k + 1 <= V:
+            variants["off by one: k + 1 tokens kept, keep exactly top_k (compare with the k-th largest using >=, "
+                     "or torch.topk(..., top_k))"] = _temperature_top_k_probs(logits, temperature, k + 1)
+        if k - 1 >= 1:
+            variants["off by one: k - 1 tokens kept, keep exactly top_k (the k-th largest logit itself stays)"] = \
+                _temperature_top_k_probs(logits, temperature, k - 1)
+        sums = p.sum(dim=-1)
+        for mistake, value in variants.items():
+            if _close(p, value):
+                raise AssertionError(f"wrong probabilities for {case}. Likely mistake: {mistake}")
+        if not torch.allclose(sums, torch.ones_like(sums), atol=1e-6):
+            rounded = [round(s, 4) for s in sums.tolist()]
+            raise AssertionError(f"wrong probabilities for {case}: the rows sum to {rounded}, not 1; these must be "
+                                 "probabilities (softmax after the cut)")
+        raise _diagnose(p, {}, case, "probabilities", ref)
+
+
+__all__ += ["check_next_token_loss", "check_temperature_top_k"]

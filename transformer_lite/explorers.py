@@ -208,7 +208,7 @@ def reversal_explorer(model, text: str = "abcdefg", layer: int = -1):
 __all__ += ["gradient_norm_explorer", "reversal_explorer"]
 
 
-# --------------------------------------------------------------------------- chapter 7: RNN gradient reach
+# --------------------------------------------------------------------------- chapter 6: RNN gradient reach
 
 def rnn_gradient_explorer(hidden_size: int = 64):
     """Choose the spectral radius of ``W_hh``, the nonlinearity, the input scale and the lag.
@@ -246,3 +246,64 @@ def rnn_gradient_explorer(hidden_size: int = 64):
 
 
 __all__ += ["rnn_gradient_explorer"]
+
+
+# --------------------------------------------------------------------------- chapter 8: generation
+
+def generation_explorer(model, vocab, prompt: str = "ROMEO\n"):
+    """Type a prompt, choose temperature, top-k, length and seed; read the characters the model writes next.
+
+    Sampling as in :func:`~transformer_lite.language_model.sample_next_token`: temperature 0 is greedy
+    decoding, otherwise softmax(logits / T) restricted to the ``top_k`` most likely characters (0 = all).
+    A :class:`~transformer_lite.language_model.DecoderOnlyTransformer` uses its key/value cache while the
+    prompt plus the new characters fit in ``model.config.max_len`` positions, and otherwise generates without
+    the cache, which slides a window of the last ``max_len`` characters. The draws use a
+    ``torch.Generator`` seeded with ``seed``, so the same settings give the same text.
+
+    Args:
+        model: a :class:`~transformer_lite.language_model.DecoderOnlyTransformer` or
+            :class:`~transformer_lite.language_model.GRULanguageModel` over ``vocab``'s ids.
+        vocab: a :class:`~transformer_lite.data.CharVocab` (``encode(str) -> (N,) int64``, ``decode(ids) -> str``).
+        prompt: the initial prompt.
+
+    Returns:
+        An ``ipywidgets`` widget; its callback prints the prompt followed by the generated characters, or a
+        message when the prompt is empty or holds characters outside the vocabulary.
+    """
+    import ipywidgets as w
+
+    from .language_model import DecoderOnlyTransformer
+
+    V = len(vocab)
+
+    def show(prompt: str, temperature: float, top_k: int, length: int, seed: int) -> None:
+        if not prompt:
+            print("type a prompt of at least one character")
+            return
+        unknown = sorted({c for c in prompt if c not in vocab.stoi})
+        if unknown:
+            print(f"the prompt holds characters the model has no id for: {', '.join(map(repr, unknown))}; "
+                  f"it knows these {V}: {''.join(vocab.chars)!r}")
+            return
+        ids = vocab.encode(prompt)[None]  # (1, P)
+        options = dict(temperature=temperature, top_k=top_k or None, generator=torch.Generator().manual_seed(seed))
+        if isinstance(model, DecoderOnlyTransformer):
+            fits = ids.shape[1] + length <= model.config.max_len  # every position has an embedding: use the cache
+            out = model.generate(ids, length, use_cache=fits, **options)  # (1, P + length)
+        else:
+            out = model.generate(ids, length, **options)  # (1, P + length)
+        print(prompt + vocab.decode(out[0, ids.shape[1]:]))
+
+    wide = dict(description_width="initial")  # long descriptions stay readable
+    return w.interactive(
+        show,
+        prompt=w.Textarea(value=prompt, description="prompt", continuous_update=False,
+                          layout=w.Layout(width="520px", height="60px")),
+        temperature=w.FloatSlider(value=0.8, min=0.0, max=2.0, step=0.05, description="temperature", style=wide),
+        top_k=w.IntSlider(value=0, min=0, max=V, description="top_k (0 = all)", style=wide),
+        length=w.IntSlider(value=200, min=20, max=400, description="new characters", style=wide),
+        seed=w.IntSlider(value=0, min=0, max=99, description="seed", style=wide),
+    )
+
+
+__all__ += ["generation_explorer"]

@@ -352,7 +352,7 @@ def plot_decoder_block(norm_first: bool = False, ax: plt.Axes | None = None) -> 
 __all__ += ["plot_activations", "plot_decoder_block"]
 
 
-# --------------------------------------------------------------------------- chapters 7-8: gradient reach, cost
+# --------------------------------------------------------------------------- chapters 6-7: gradient reach, cost
 
 _LINE_COLORS = ["#3b528b", "#21918c", "#d8576b", "#e6a100", "#5ec962", "#440154"]  # distinguishable, colour-blind safe
 _MARKERS = ["o", "s", "D", "^", "v", "P"]

@@ -16,6 +16,7 @@ it). Without it these tests fail under CI (``CI`` set) and are skipped elsewhere
 from __future__ import annotations
 
 import functools
+import json
 import http.server
 import os
 import shutil
@@ -149,8 +150,17 @@ def test_every_page_is_self_contained_and_renders(site, server, browser):
     assert problems == {}, "\n".join(f"{name}: {p}" for name, p in problems.items())
 
 
-def _z(page, div_id: str):
-    return page.evaluate(f"() => JSON.stringify(document.getElementById('{div_id}').data.map(t => t.z))")
+def _z(page, div_id: str, key: str = "z"):
+    """The plotted values (``z`` of heatmaps, ``y`` of bars) of every trace of a plotly figure, as JSON."""
+    return page.evaluate(f"() => JSON.stringify(document.getElementById('{div_id}').data.map(t => t.{key}))")
+
+
+def _click_slider(page, fig, at_end: bool) -> None:
+    """Click the first slider of a plotly figure at its last (``at_end``) or first step, then let it redraw."""
+    rail = fig.locator(".slider-rail-touch-rect").bounding_box()
+    x = rail["x"] + rail["width"] - 2 if at_end else rail["x"] + 2
+    page.mouse.click(x, rail["y"] + rail["height"] / 2)
+    page.wait_for_timeout(300)
 
 
 def test_attention_slider_changes_the_figure(server, browser, site):
@@ -161,9 +171,7 @@ def test_attention_slider_changes_the_figure(server, browser, site):
         fig = page.locator("#attention-layers")
         fig.scroll_into_view_if_needed()
         before = _z(page, "attention-layers")
-        rail = fig.locator(".slider-rail-touch-rect").bounding_box()
-        page.mouse.click(rail["x"] + rail["width"] - 2, rail["y"] + rail["height"] / 2)  # the last layer
-        page.wait_for_timeout(300)
+        _click_slider(page, fig, at_end=True)  # the last layer
         after = _z(page, "attention-layers")
         assert after != before, "moving the layer slider did not change the heatmaps"
         assert "layer 5" in fig.locator(".slider-label").first.text_content()  # the slider's current value
@@ -181,9 +189,7 @@ def test_mask_slider_and_menu_change_the_figures(server, browser, site):
         fig = page.locator("#mask-alignment")
         fig.scroll_into_view_if_needed()
         before = _z(page, "mask-alignment")
-        rail = fig.locator(".slider-rail-touch-rect").bounding_box()
-        page.mouse.click(rail["x"] + rail["width"] - 2, rail["y"] + rail["height"] / 2)
-        page.wait_for_timeout(300)
+        _click_slider(page, fig, at_end=True)
         assert _z(page, "mask-alignment") != before, "moving the S slider did not change the masks"
 
         menu = page.locator("#mask-variants")
@@ -193,6 +199,25 @@ def test_mask_slider_and_menu_change_the_figures(server, browser, site):
         menu.locator(".updatemenu-item-text", has_text="no mask").click()
         page.wait_for_timeout(300)
         assert _z(page, "mask-variants") != before, "choosing another mask did not change the figure"
+        assert visit.errors == []
+    finally:
+        visit.close()
+
+
+def test_temperature_slider_changes_the_figure(server, browser, site):
+    u = urlparse(server)
+    visit = Visit(browser, f"{server}/notebooks/08_language_model.html", (u.scheme, u.netloc))
+    try:
+        page = visit.page
+        fig = page.locator("#char-temperature")
+        fig.scroll_into_view_if_needed()
+        before = _z(page, "char-temperature", key="y")
+        _click_slider(page, fig, at_end=False)  # the first step: T = 0, greedy
+        after = _z(page, "char-temperature", key="y")
+        assert after != before, "moving the temperature slider did not change the bars"
+        greedy = json.loads(after)[0]
+        assert greedy[0] == 1 and sum(greedy) == 1, f"at T = 0 all probability belongs on one bar: {greedy}"
+        fig.screenshot(path=str(SHOTS / "temperature-after-slider.png"))
         assert visit.errors == []
     finally:
         visit.close()
