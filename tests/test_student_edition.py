@@ -51,7 +51,7 @@ def test_student_notebook_has_no_solution_and_runs(path, tmp_path):
     assert n_stubs >= 1 and n_checks >= 1
 
     # Run it where the chapters run (relative paths such as ../tests/golden must resolve).
-    NotebookClient(student, timeout=600, kernel_name="python3",
+    NotebookClient(student, timeout=1800, kernel_name="python3",
                    resources={"metadata": {"path": str(ROOT / "notebooks")}}).execute()
     outputs = [o for c in student.cells if c.cell_type == "code" for o in c.outputs]
     errors = [o for o in outputs if o.output_type == "error"]

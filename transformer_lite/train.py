@@ -30,7 +30,7 @@ import torch.nn.functional as F
 from safetensors import safe_open
 from safetensors.torch import load_model, save_model
 from torch import Tensor, nn
-from tqdm.auto import tqdm
+from tqdm import tqdm  # a text bar (stderr): the same in a terminal and in Jupyter, no widget messages
 
 from .data import random_batch
 from .language_model import DecoderOnlyConfig, DecoderOnlyTransformer, GRULanguageModel
@@ -167,7 +167,7 @@ def train(model: nn.Module, train_ids: Tensor, val_ids: Tensor, cfg: TrainConfig
     history = TrainHistory()
     start = time.perf_counter()
     model.train()
-    bar = tqdm(range(cfg.steps), disable=not progress, desc="training", unit="step")
+    bar = tqdm(range(cfg.steps), disable=not progress, desc="training", unit="step", mininterval=1.0)
     for step in bar:
         lr = learning_rate(step, cfg)
         for group in optimizer.param_groups:
