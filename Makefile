@@ -2,15 +2,22 @@
 PYTHON ?= python3
 PIP := $(PYTHON) -m pip
 
-.PHONY: install system book test clean lab student
+.PHONY: install system book test clean lab student execute
 
 install:
 	$(PIP) install -r requirements.txt
 	$(PIP) install --no-deps -r requirements-nodeps.txt
 	$(PIP) install --no-deps --no-build-isolation -e .
 
+# The book renders the outputs stored in the notebooks (verified by `make test`); nothing is executed.
 book: install
 	jupyter-book build book -W -n --keep-going
+
+# For authors: re-execute the chapters and store their outputs (in place), after changing a chapter
+# or the package. Then `make test` checks them. One chapter: make execute NOTEBOOKS=notebooks/02_causal_masks.ipynb
+NOTEBOOKS ?= $(sort $(wildcard notebooks/*.ipynb))
+execute:
+	$(PYTHON) -m jupyter nbconvert --to notebook --execute --inplace --ExecutePreprocessor.timeout=1800 $(NOTEBOOKS)
 
 # System packages for the browser tests: Debian's chromium (Playwright drives it; it never
 # downloads a browser of its own). Needs root or sudo; skipped when chromium is already there.

@@ -34,8 +34,16 @@ def test_no_stderr_reaches_the_book(path):
         stderr = "".join("".join(o["text"]) for o in cell["outputs"] if o.get("name") == "stderr")
         if stderr:
             tags = cell["metadata"].get("tags", [])
-            assert "remove-stderr" in tags and "".join(cell["source"]).startswith("# NBVAL_IGNORE_OUTPUT"), (
+            assert "remove-stderr" in tags and "nbval-ignore-output" in tags, (
                 f"{path.name}: a cell prints to stderr, which the book would show: {stderr[:200]!r}")
+
+
+@pytest.mark.parametrize("path", CHAPTERS, ids=lambda p: p.stem)
+def test_test_markers_are_tags_not_comments(path):
+    """nbval reads markers from cell tags too; a ``# NBVAL_...`` comment would be shown to readers."""
+    for cell in _code_cells(path):
+        assert "NBVAL_" not in "".join(cell["source"]), (
+            f"{path.name}: use a cell tag (nbval-ignore-output, nbval-skip, ...) instead of a comment")
 
 
 @pytest.mark.parametrize("path", CHAPTERS, ids=lambda p: p.stem)
