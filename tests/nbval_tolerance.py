@@ -56,6 +56,7 @@ import base64
 import io
 import json
 import math
+import os
 import re
 from dataclasses import dataclass
 
@@ -132,7 +133,8 @@ def numbers_agree(a: str, b: str, tol: Tolerance) -> bool:
         return math.isnan(x) and math.isnan(y)
     if math.isinf(x) or math.isinf(y):
         return x == y
-    unit = max(_last_digit_unit(a), _last_digit_unit(b))
+    # An integer token beside a float (plotly writes 0 where another run has 1e-17) gives no unit.
+    unit = max((_last_digit_unit(t) for t in (a, b) if not _is_integer(t)), default=0.0)
     return abs(x - y) <= tol.atol + tol.rtol * max(abs(x), abs(y)) + unit * (1 + 1e-9)
 
 
@@ -242,5 +244,9 @@ def pytest_configure(config):
 
 @pytest.hookimpl(trylast=True)
 def pytest_report_header(config):
-    return (f"nbval outputs compared with tests/nbval_tolerance.py: rtol={RTOL:g}, atol={ATOL:g}, "
-            f"figures {IMAGE_FRACTION:.0%} of pixels, integers and text exact")
+    import torch
+
+    return [f"nbval outputs compared with tests/nbval_tolerance.py: rtol={RTOL:g}, atol={ATOL:g}, "
+            f"figures {IMAGE_FRACTION:.0%} of pixels, integers and text exact",
+            f"ATen CPU capability: {torch.backends.cpu.get_cpu_capability()} "
+            f"(ATEN_CPU_CAPABILITY={os.environ.get('ATEN_CPU_CAPABILITY', 'unset')})"]
