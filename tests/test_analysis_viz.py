@@ -3,11 +3,18 @@
 Oracles:
 
 * analysis: a 3x3 weights matrix whose diagonals are read off by hand, e.g.
-  the previous-token score is the mean of the first sub-diagonal;
+  the previous-token score is the mean of the first sub-diagonal; the
+  transformed value vectors f_h(x) of a 2-head module with hand-set weights,
+  worked out on paper; and, for random shapes (hypothesis), the identity
+  y_i = sum_h sum_j a^h_ij f_h(x_j) + b^O against the module's own output in float64;
 * viz: what a reader sees, read back from the matplotlib objects (Agg
   backend, no display): tick labels are the tokens passed in, both axes are
   labelled, a colorbar exists (the figure holds 2+ axes), and label-count or
   dimension mismatches raise ValueError. Every figure is closed after its test.
+* plot_score_bias with ``scale="per_head"``: each panel's colour limits are read
+  back and compared with the head's own finite min and max, computed here with
+  numpy from the tensor drawn (and, for ALiBi, from the closed form
+  ``min = -m_h (L - 1)``, ``m_h = 2^(-8(h+1)/H)``, ``max = 0``).
 """
 
 import matplotlib
@@ -15,13 +22,18 @@ import matplotlib
 matplotlib.use("Agg")
 
 import matplotlib.pyplot as plt  # noqa: E402
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 import torch  # noqa: E402
 
-from transformer_lite import causal_mask  # noqa: E402
-from transformer_lite.analysis import key_score, offset_score, previous_token_score  # noqa: E402
-from transformer_lite.viz import plot_attention, plot_head_grid, plot_mask  # noqa: E402
+
+from transformer_lite import MultiHeadAttention, TransformerBlock, causal_mask  # noqa: E402
+from transformer_lite.analysis import (attention_value_norms, key_score, norm_shares, offset_score,  # noqa: E402
+                                       previous_token_score, transformed_values)
+from transformer_lite.relative import alibi_bias  # noqa: E402
+from transformer_lite.viz import plot_attention, plot_head_grid, plot_mask, plot_score_bias  # noqa: E402
 
 # Rows = queries, columns = keys; each row sums to 1.
 #   main diagonal (offset 0):   1.0, 0.4, 0.2   -> mean 1.6 / 3
@@ -113,6 +125,99 @@ def test_key_score_rejects_index_outside_the_keys(key_index):
 def test_key_score_rejects_1d_weights():
     with pytest.raises(ValueError, match=r"expected weights of shape \(\.\.\., L, S\)"):
         key_score(torch.ones(3), 0)
+
+
+def _hand_module():
+    """d_model = 2, two heads of width 1, hand-set weights (nn.Linear computes x @ W^T + b).
+
+    Value projection: v = (x_0, 2 x_1) + (0, 1), so x = (1, 1) gives v = (1, 3): head 0 holds 1, head 1 holds 3.
+    Output projection W = [[1, 3], [2, 0]]: head 0 owns column 0, (1, 2); head 1 owns column 1, (3, 0).
+    So f_0(x) = 1 * (1, 2) = (1, 2), length sqrt(5); f_1(x) = 3 * (3, 0) = (9, 0), length 9.
+    For x = (0, 0): v = (0, 1), f_0 = (0, 0), f_1 = (3, 0).
+    """
+    m = MultiHeadAttention(2, 2).double()
+    with torch.no_grad():
+        m.v_proj.weight.copy_(torch.tensor([[1.0, 0.0], [0.0, 2.0]]))
+        m.v_proj.bias.copy_(torch.tensor([0.0, 1.0]))
+        m.out_proj.weight.copy_(torch.tensor([[1.0, 3.0], [2.0, 0.0]]))
+        m.out_proj.bias.copy_(torch.tensor([5.0, -5.0]))  # not part of f_h
+    return m
+
+
+def test_transformed_values_by_hand():
+    x = torch.tensor([[[1.0, 1.0], [0.0, 0.0]]], dtype=torch.float64)  # (B=1, S=2, D=2)
+    with torch.no_grad():
+        f = transformed_values(_hand_module(), x)
+    assert f.shape == (1, 2, 2, 2)  # (B, H, S, D)
+    expected = torch.tensor([[[[1.0, 2.0], [0.0, 0.0]],  # head 0: positions 0 and 1
+                              [[9.0, 0.0], [3.0, 0.0]]]], dtype=torch.float64)  # head 1
+    torch.testing.assert_close(f, expected)
+    torch.testing.assert_close(f.norm(dim=-1), torch.tensor([[[5 ** 0.5, 0.0], [9.0, 3.0]]], dtype=torch.float64))
+
+
+@settings(max_examples=25, deadline=None)
+@given(B=st.integers(1, 2), L=st.integers(1, 4), S=st.integers(1, 5), n_heads=st.sampled_from([1, 2, 3]),
+       d_head=st.integers(1, 3), seed=st.integers(0, 2**16))
+def test_transformed_values_rebuild_the_attention_output(B, L, S, n_heads, d_head, seed):
+    torch.manual_seed(seed)
+    m = MultiHeadAttention(n_heads * d_head, n_heads).double()
+    query = torch.randn(B, L, n_heads * d_head, dtype=torch.float64)
+    memory = torch.randn(B, S, n_heads * d_head, dtype=torch.float64)
+    with torch.no_grad():
+        out, w = m(query, memory, memory)  # (B, L, D), (B, H, L, S)
+        f = transformed_values(m, memory)  # (B, H, S, D)
+    rebuilt = torch.einsum("bhls,bhsd->bld", w, f) + m.out_proj.bias  # sum over heads and keys, plus b^O
+    torch.testing.assert_close(rebuilt, out)
+
+
+def test_transformed_values_rejects_a_wrong_width():
+    with pytest.raises(ValueError, match=r"expected value of shape \(B, S, 2\), received \(1, 3, 4\)"):
+        transformed_values(_hand_module(), torch.ones(1, 3, 4, dtype=torch.float64))
+
+
+def test_norm_shares_by_hand():
+    # Row 0: weights (0.5, 0.5), lengths (1, 3): terms 0.5, 1.5 of a sum 2 -> shares 0.25, 0.75.
+    # Row 1: weights (0.2, 0.8): terms 0.2, 2.4 of 2.6 -> 1/13, 12/13. Row 2: fully masked -> zeros.
+    weights = torch.tensor([[0.5, 0.5], [0.2, 0.8], [0.0, 0.0]], dtype=torch.float64)
+    shares = norm_shares(weights, torch.tensor([1.0, 3.0], dtype=torch.float64))
+    torch.testing.assert_close(shares, torch.tensor([[0.25, 0.75], [1 / 13, 12 / 13], [0.0, 0.0]],
+                                                    dtype=torch.float64))
+    # Equal lengths leave the weights unchanged.
+    torch.testing.assert_close(norm_shares(weights[:2], torch.full((2,), 7.0, dtype=torch.float64)), weights[:2])
+
+
+def test_norm_shares_broadcast_per_head_lengths():
+    weights = torch.tensor([[[0.5, 0.5]], [[0.5, 0.5]]], dtype=torch.float64)  # (H=2, L=1, S=2)
+    lengths = torch.tensor([[1.0, 3.0], [3.0, 1.0]], dtype=torch.float64)  # (H=2, S=2)
+    torch.testing.assert_close(norm_shares(weights, lengths), torch.tensor([[[0.25, 0.75]], [[0.75, 0.25]]],
+                                                                          dtype=torch.float64))
+
+
+@pytest.mark.parametrize("norms", [torch.ones(3), torch.ones(4, 2)], ids=["wrong-S", "wrong-batch"])
+def test_norm_shares_rejects_mismatched_norms(norms):
+    with pytest.raises(ValueError, match="norm_shares"):
+        norm_shares(torch.ones(2, 3, 2), norms)
+
+
+@pytest.mark.parametrize("norm_first", [False, True], ids=["post-norm", "pre-norm"])
+def test_attention_value_norms_read_the_vectors_the_weights_multiply(norm_first):
+    torch.manual_seed(0)
+    block = TransformerBlock(6, 2, 12, norm_first=norm_first).double().eval()
+    x = torch.randn(2, 4, 6, dtype=torch.float64)
+    with torch.no_grad():
+        weights, norms = attention_value_norms(block, x)
+        _, expected_w = block(x)
+        attended = block.norm1(x) if norm_first else x  # what self_attn receives
+        expected_norms = transformed_values(block.self_attn, attended).norm(dim=-1)
+    assert len(weights) == len(norms) == 1
+    torch.testing.assert_close(weights[0], expected_w)
+    torch.testing.assert_close(norms[0], expected_norms)
+    assert not block.self_attn._forward_hooks  # hooks removed
+
+
+def test_attention_value_norms_rejects_a_model_without_attention():
+    with pytest.raises(ValueError, match="contains no MultiHeadAttention"):
+        attention_value_norms(torch.nn.Linear(2, 2), torch.ones(1, 2))
 
 
 # =========================================================================== viz.plot_attention
@@ -241,3 +346,59 @@ def test_plot_mask_rejects_label_count_mismatch(query_tokens, key_tokens):
 def test_plot_mask_rejects_non_2d_bool_tensor(mask):
     with pytest.raises(ValueError, match=r"plot_mask: expected a 2-D bool tensor"):
         plot_mask(mask)
+
+
+# =========================================================================== plot_score_bias, one scale per head
+
+def _bias_images(fig):
+    """The heatmaps of a plot_score_bias figure (colorbar axes hold no image), in head order."""
+    return [ax.images[0] for ax in fig.axes if ax.images]
+
+
+def test_plot_score_bias_per_head_limits_are_each_heads_own_min_and_max_for_alibi():
+    H, L = 8, 16
+    fig = plot_score_bias(alibi_bias(H, L)[:, [0, 2, 4, 7]], scale="per_head", n_cols=2)
+    images = _bias_images(fig)
+    assert len(images) == 4
+    for im, h in zip(images, [0, 2, 4, 7]):
+        slope = 2.0 ** (-8 * (h + 1) / H)  # by hand: 1/2, 1/8, 1/32, 1/256
+        lo, hi = im.get_clim()
+        assert lo == pytest.approx(-slope * (L - 1), rel=1e-6) and hi == 0.0  # the farthest key, and the diagonal
+        assert im.get_cmap().name.startswith("cividis")  # sequential, colour-blind-safe
+        assert np.array_equal(im.get_array().mask, np.triu(np.ones((L, L), dtype=bool), 1))  # -inf above the diagonal
+    colorbars = [ax for ax in fig.axes if not ax.images]
+    assert len(colorbars) == 4  # one colorbar per head
+    assert all("added to the score" in ax.get_ylabel() for ax in colorbars)
+    assert "white: -inf" in colorbars[0].get_ylabel()  # the colour of the forbidden keys is named
+    for ax in fig.axes[:4]:
+        assert ax.get_xlabel() == "key position j"
+
+
+@settings(max_examples=10, deadline=None, derandomize=True)
+@given(H=st.integers(1, 5), L=st.integers(1, 6), S=st.integers(1, 6), seed=st.integers(0, 1000))
+def test_plot_score_bias_per_head_limits_match_numpy(H, L, S, seed):
+    g = torch.Generator().manual_seed(seed)
+    bias = torch.randn(H, L, S, generator=g, dtype=torch.float64) * torch.rand(H, 1, 1, generator=g) * 10
+    bias[torch.rand(H, L, S, generator=g) < 0.3] = float("-inf")  # some forbidden keys
+    fig = plot_score_bias(bias, scale="per_head")
+    images = _bias_images(fig)
+    assert len(images) == H
+    values = bias.numpy()
+    for h, im in enumerate(images):
+        finite = values[h][np.isfinite(values[h])]
+        if finite.size == 0:
+            expected = (-0.5, 0.5)  # nothing finite: a unit range around 0
+        elif finite.min() == finite.max():
+            expected = (finite.min() - 0.5, finite.max() + 0.5)  # constant head: a unit range around it
+        else:
+            expected = (finite.min(), finite.max())
+        np.testing.assert_allclose(im.get_clim(), expected, rtol=0, atol=0)
+        assert np.array_equal(np.ma.getmaskarray(im.get_array()), np.isneginf(values[h]))  # -inf drawn as bad
+    plt.close(fig)
+
+
+def test_plot_score_bias_rejects_unknown_scale_and_vmax_with_per_head():
+    with pytest.raises(ValueError, match="expected scale 'shared' or 'per_head', received 'log'"):
+        plot_score_bias(torch.zeros(2, 3, 3), scale="log")
+    with pytest.raises(ValueError, match="expected vmax=None with scale='per_head'"):
+        plot_score_bias(torch.zeros(2, 3, 3), scale="per_head", vmax=1.0)

@@ -53,7 +53,37 @@ def attention_reference(query, key, value, attn_mask=None):
     if attn_mask is not None:
         scores = scores.masked_fill(~attn_mask, float("-inf"))
     weights = torch.softmax(scores, dim=-1)
+    if attn_mask is not None:
+        # A query with no allowed key: softmax gives 0/0 = NaN there; define its weights as zeros.
+        weights = torch.where(attn_mask.any(dim=-1, keepdim=True), weights, torch.zeros_like(weights))
     return weights @ value, weights
+
+
+def attention_nan_on_fully_masked_row(query, key, value, attn_mask=None):
+    # Right wherever a query keeps at least one key; a query with none gets softmax(all -inf) = NaN.
+    scores = query @ key.transpose(-2, -1) / math.sqrt(query.shape[-1])
+    if attn_mask is not None:
+        scores = scores.masked_fill(~attn_mask, float("-inf"))
+    weights = torch.softmax(scores, dim=-1)
+    return weights @ value, weights
+
+
+def attention_minus_1e9(query, key, value, attn_mask=None):
+    # A large finite number instead of -inf: exact in float64 when a row keeps a key, uniform when it keeps none.
+    scores = query @ key.transpose(-2, -1) / math.sqrt(query.shape[-1])
+    if attn_mask is not None:
+        scores = scores.masked_fill(~attn_mask, -1e9)
+    weights = torch.softmax(scores, dim=-1)
+    return weights @ value, weights
+
+
+def attention_zero_weights_but_output_left_over(query, key, value, attn_mask=None):
+    # Zeroes the weights of a fully masked row but returns the output of the unmasked row there.
+    output, weights = attention_reference(query, key, value, attn_mask)
+    if attn_mask is not None:
+        empty = ~attn_mask.any(dim=-1)
+        output[..., empty, :] = attention_reference(query, key, value)[0][..., empty, :]
+    return output, weights
 
 
 def attention_no_scaling(query, key, value, attn_mask=None):
@@ -148,10 +178,28 @@ def test_attention_package_function_passes(capsys):
     _case(attention_returns_only_output, r"expected a tuple \(output, weights\), received Tensor"),
     _case(attention_inverted_mask, r"Likely mistake: inverted mask polarity"),
     _case(attention_returns_transposed_weights, r"Likely mistake: .*transpos"),
+    _case(attention_nan_on_fully_masked_row,
+          r"row 2 is all False .*Likely mistake: a fully masked row gives NaN: the softmax of a row of all -inf "
+          r"is 0/0; return zeros for such rows"),
+    _case(attention_minus_1e9, r"must get zero weights and a zero output, received weights summing to 1\. "
+                               r"Likely mistake: .*large finite number \(e\.g\. -1e9\) instead of -inf"),
+    _case(attention_zero_weights_but_output_left_over, r"wrong output .*must get a zero output"),
 ])
 def test_attention_wrong_implementation_is_named(wrong, expected_message):
     with pytest.raises(AssertionError, match=expected_message):
         check_scaled_dot_product_attention(wrong)
+
+
+def test_attention_checker_tries_a_fully_masked_row():
+    # The NaN-returning implementation is right on every other case, so it fails only because of that row.
+    calls = []
+
+    def recording(query, key, value, attn_mask=None):
+        calls.append(attn_mask)
+        return attention_reference(query, key, value, attn_mask)
+
+    check_scaled_dot_product_attention(recording)
+    assert any(m is not None and (~m.any(dim=-1)).any() for m in calls)
 
 
 def test_attention_unrelated_values_report_largest_difference():

@@ -117,3 +117,72 @@ def test_symbols_round_trip_and_errors():
         tt.symbols_to_ids("abk")
     with pytest.raises(ValueError, match="ids_to_symbols"):
         tt.ids_to_symbols([13])
+
+
+# Delayed recall. Oracles: the answer read off each row as a Python list; models written by hand that read the
+# answer (or a wrong position) directly, whose accuracy is known without any training.
+
+@SETTINGS
+@given(batch=st.integers(1, 5), lag=st.integers(1, 9), extra=st.integers(0, 4), n_symbols=st.integers(2, 9),
+       seed=st.integers(0, 999))
+def test_delayed_recall_answer_is_the_token_lag_steps_before_the_last(batch, lag, extra, n_symbols, seed):
+    length = lag + 1 + extra
+    tokens, answers = tt.make_delayed_recall_batch(batch, lag, n_symbols, length,
+                                                   generator=torch.Generator().manual_seed(seed))
+    assert tokens.shape == (batch, length) and answers.shape == (batch,)
+    assert tokens.dtype == answers.dtype == torch.int64
+    for row, answer in zip(tokens.tolist(), answers.tolist()):
+        assert all(0 <= v < n_symbols for v in row)
+        assert answer == row[::-1][lag]  # the last token is row[::-1][0]; lag steps back is row[::-1][lag]
+
+
+def test_delayed_recall_default_length_puts_the_answer_first_and_is_reproducible():
+    tokens, answers = tt.make_delayed_recall_batch(200, 5, 4, generator=torch.Generator().manual_seed(3))
+    assert tokens.shape == (200, 6) and torch.equal(answers, tokens[:, 0])
+    again = tt.make_delayed_recall_batch(200, 5, 4, generator=torch.Generator().manual_seed(3))
+    assert torch.equal(tokens, again[0]) and torch.equal(answers, again[1])
+    assert set(tokens.flatten().tolist()) == {0, 1, 2, 3}  # every symbol is drawn
+
+
+@pytest.mark.parametrize("kwargs, name", [(dict(lag=0), "lag"), (dict(lag=3, length=3), "length"),
+                                          (dict(lag=2, n_symbols=1), "n_symbols"), (dict(lag=2, batch_size=0),
+                                                                                    "batch_size")])
+def test_delayed_recall_errors(kwargs, name):
+    args = dict(batch_size=2) | kwargs
+    with pytest.raises(ValueError, match=f"make_delayed_recall_batch: expected {name}"):
+        tt.make_delayed_recall_batch(**args)
+
+
+class _Reader(torch.nn.Module):
+    """Logits that put all weight on the token `read_back` steps before each position (no learning needed)."""
+
+    def __init__(self, read_back, n_symbols):
+        super().__init__()
+        self.read_back, self.n_symbols = read_back, n_symbols
+        self.unused = torch.nn.Parameter(torch.zeros(()))  # something for the optimiser to hold
+
+    def forward(self, ids):  # (B, L) -> (B, L, V)
+        source = torch.roll(ids, self.read_back, dims=1)  # source[:, t] = ids[:, t - read_back] (wrapping)
+        return 100.0 * torch.nn.functional.one_hot(source, self.n_symbols).double() + self.unused
+
+
+@pytest.mark.parametrize("lag, length", [(1, None), (4, None), (3, 9)])
+def test_train_delayed_recall_scores_a_perfect_reader_one(lag, length):
+    assert tt.train_delayed_recall(_Reader(lag, 5), lag, steps=2, n_symbols=5, length=length, seed=7,
+                                   n_eval=300) == 1.0
+
+
+@pytest.mark.parametrize("lag, length", [(1, 3), (4, 6), (3, 9)])
+def test_train_delayed_recall_scores_a_wrong_reader_by_coincidence(lag, length):
+    # reading one step too far back is right exactly where the two tokens coincide in the held-out sequences
+    tokens, answers = tt.make_delayed_recall_batch(300, lag, 5, length, torch.Generator().manual_seed(7 + 10_000))
+    coincide = sum(row[::-1][lag + 1] == a for row, a in zip(tokens.tolist(), answers.tolist())) / 300
+    got = tt.train_delayed_recall(_Reader(lag + 1, 5), lag, steps=2, n_symbols=5, length=length, seed=7, n_eval=300)
+    assert got == pytest.approx(coincide)
+    assert got < 0.5
+
+
+def test_train_delayed_recall_learns_a_short_lag():
+    torch.manual_seed(0)
+    from transformer_lite import GRULanguageModel
+    assert tt.train_delayed_recall(GRULanguageModel(4, 16), lag=1, steps=150, n_symbols=4, lr=1e-2) > 0.95

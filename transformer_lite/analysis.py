@@ -2,15 +2,20 @@
 
 Sources for the patterns: Clark et al. (2019), "What Does BERT Look At?"
 (previous-token heads, heavy attention to [CLS]/[SEP]); Kovaleva et al. (2019);
-Xiao et al. (2024) (attention sinks).
+Xiao et al. (2024) (attention sinks); Kobayashi et al. (2020), "Attention is Not
+Only a Weight: Analyzing Transformers with Vector Norms" (weight times the norm of
+the transformed value vector).
 """
 
 from __future__ import annotations
 
 import torch
-from torch import Tensor
+from torch import Tensor, nn
 
-__all__ = ["offset_score", "previous_token_score", "key_score"]
+from .attention import MultiHeadAttention
+
+__all__ = ["offset_score", "previous_token_score", "key_score", "transformed_values", "norm_shares",
+           "attention_value_norms"]
 
 
 def _check_square(weights: Tensor) -> None:
@@ -63,3 +68,110 @@ def key_score(weights: Tensor, key_index: int) -> Tensor:
     if not -S <= key_index < S:
         raise ValueError(f"key_score: expected key_index in [{-S}, {S}), received {key_index}")
     return weights[..., :, key_index].mean(dim=-1)
+
+
+def transformed_values(attention: MultiHeadAttention, value: Tensor) -> Tensor:
+    """What each key position hands to each head's part of the output: ``f_h(x_j) = (x_j W^V_h + b^V_h) W^O_h``.
+
+    A :class:`~transformer_lite.attention.MultiHeadAttention` computes, for query ``i``,
+    ``y_i = sum_h sum_j a^h_ij f_h(x_j) + b^O``, where ``W^V_h`` (``D x d_head``) and
+    ``b^V_h`` are head ``h``'s columns of the value projection and ``W^O_h``
+    (``d_head x D``) its rows of the output projection (Kobayashi et al., 2020, Eq. 4,
+    written per head). The length ``||f_h(x_j)||`` is the second factor, beside the
+    weight ``a^h_ij``, of the size of key ``j``'s term.
+
+    Args:
+        attention: the module whose value and output projections are used.
+        value: ``(B, S, d_model)``, the tensor the module receives as ``value``.
+
+    Returns:
+        ``(B, H, S, d_model)``: ``f_h(x_j)`` for every head ``h`` and key position ``j``,
+        in the dtype of the module.
+
+    Raises:
+        ValueError: if ``value`` is not of shape ``(B, S, d_model)``.
+    """
+    if value.dim() != 3 or value.shape[-1] != attention.d_model:
+        raise ValueError(f"transformed_values: expected value of shape (B, S, {attention.d_model}), "
+                         f"received {tuple(value.shape)}")
+    B, S, D = value.shape
+    H, d_head = attention.n_heads, attention.d_head
+    v = attention.v_proj(value).view(B, S, H, d_head).transpose(1, 2)  # (B, H, S, d_head), bias included
+    # out_proj computes merged @ W^T + b^O; head h owns columns h*d_head ... (h+1)*d_head - 1 of W,
+    # i.e. rows of W^T: W^O_h = W^T[h*d_head:(h+1)*d_head] = W[:, h*d_head:(h+1)*d_head]^T.
+    w_o = attention.out_proj.weight.T.reshape(H, d_head, D)  # (H, d_head, D)
+    return torch.einsum("bhsk,hkd->bhsd", v, w_o)  # (B, H, S, D)
+
+
+def norm_shares(weights: Tensor, norms: Tensor) -> Tensor:
+    """Each key's share of a query's weighted sum of vector lengths: ``a_ij ||f(x_j)|| / sum_k a_ik ||f(x_k)||``.
+
+    The weights ``a_ij`` say how much of each key's vector a query takes; the norm
+    shares say how much each key's term weighs in the sum once the vectors' lengths
+    are counted (Kobayashi et al., 2020, compare ``a_ij`` with ``||a_ij f(x_j)||``).
+    Like the weights, the shares of a row are non-negative and sum to 1, so the two
+    can be compared on one scale. Note that ``sum_k ||a_ik f(x_k)||`` is an upper bound on
+    the length of the weighted sum itself (triangle inequality), not that length.
+
+    Args:
+        weights: attention weights ``(..., L, S)``, non-negative.
+        norms: vector lengths ``(..., S)``, non-negative, broadcastable against the keys of
+            ``weights`` (e.g. ``transformed_values(...).norm(dim=-1)``, shape ``(B, H, S)``).
+
+    Returns:
+        ``(..., L, S)``; a row whose weighted sum of lengths is 0 (e.g. a fully masked query)
+        gets all zeros.
+
+    Raises:
+        ValueError: if ``norms`` does not end in ``S`` or does not broadcast against ``weights``.
+    """
+    if weights.dim() < 2 or norms.dim() < 1 or norms.shape[-1] != weights.shape[-1]:
+        raise ValueError(f"norm_shares: expected weights (..., L, S) and norms (..., S) with one S, received "
+                         f"{tuple(weights.shape)} and {tuple(norms.shape)}")
+    try:
+        torch.broadcast_shapes(weights.shape, norms.unsqueeze(-2).shape)
+    except RuntimeError:
+        raise ValueError(f"norm_shares: norms {tuple(norms.shape)} do not broadcast against weights "
+                         f"{tuple(weights.shape)}") from None
+    terms = weights * norms.unsqueeze(-2)  # (..., L, S): ||a_ij f(x_j)||
+    total = terms.sum(dim=-1, keepdim=True)  # (..., L, 1)
+    return torch.where(total > 0, terms / torch.where(total > 0, total, 1), torch.zeros_like(terms))
+
+
+def attention_value_norms(model: nn.Module, *args, **kwargs) -> tuple[list[Tensor], list[Tensor]]:
+    """Run ``model(*args, **kwargs)`` once and read, for every attention module in it, its weights and value norms.
+
+    Forward hooks on each :class:`~transformer_lite.attention.MultiHeadAttention` inside
+    ``model`` record the weights it returns and ``||f_h(x_j)||`` (see
+    :func:`transformed_values`) of the ``value`` tensor it received, so the lengths belong
+    to exactly the vectors that the weights multiply (after the LayerNorm in a pre-norm
+    block). The hooks are removed afterwards, even if the model raises.
+
+    Args:
+        model: any module containing ``MultiHeadAttention`` submodules (e.g. a
+            :class:`~transformer_lite.pretrained.BertEncoder`); ``*args, **kwargs`` are passed to it.
+
+    Returns:
+        ``(weights, norms)``: two lists in the order the modules were called, of
+        ``(B, H, L, S)`` weights and ``(B, H, S)`` lengths, detached.
+
+    Raises:
+        ValueError: if ``model`` contains no ``MultiHeadAttention``.
+    """
+    modules = [m for m in model.modules() if isinstance(m, MultiHeadAttention)]
+    if not modules:
+        raise ValueError(f"attention_value_norms: {type(model).__name__} contains no MultiHeadAttention")
+    weights, norms = [], []
+
+    def record(module, inputs, kw, output):
+        value = inputs[2] if len(inputs) > 2 else kw["value"]
+        weights.append(output[1].detach())
+        norms.append(transformed_values(module, value).norm(dim=-1).detach())  # (B, H, S)
+
+    handles = [m.register_forward_hook(record, with_kwargs=True) for m in modules]
+    try:
+        model(*args, **kwargs)
+    finally:
+        for h in handles:
+            h.remove()
+    return weights, norms

@@ -1,12 +1,15 @@
 """Scaled dot-product attention and multi-head attention, written out step by step.
 
-Source: Vaswani et al. (2017), "Attention Is All You Need", Sec. 3.2.1, Eq. (1)
+Source: Vaswani et al. (2017), "Attention Is All You Need", Sec. 3.2.1, Eq. (1),
+with an additive mask ``M`` inside the softmax (the paper's Sec. 3.2.3 masks by
+setting forbidden scores to -inf)
 
-    Attention(Q, K, V) = softmax(Q K^T / sqrt(d_k) + B) V
+    Attention(Q, K, V) = softmax(Q K^T / sqrt(d_k) + M) V
 
-and Sec. 3.2.2 (multi-head attention). ``B`` is an optional additive mask
-(0 = allowed, -inf = forbidden). Masks follow the package convention of
-:mod:`transformer_lite.masks`: boolean ``True`` = may attend.
+and Sec. 3.2.2 (multi-head attention). ``M`` is optional (0 = allowed,
+-inf = forbidden; ``B`` is the batch size, as on the book's notation page).
+Masks follow the package convention of :mod:`transformer_lite.masks`:
+boolean ``True`` = may attend.
 """
 
 from __future__ import annotations
@@ -96,7 +99,7 @@ def scaled_dot_product_attention(
 ) -> tuple[Tensor, Tensor]:
     """Scaled dot-product attention, returning the output **and** the attention weights.
 
-    Computes ``softmax(Q K^T / sqrt(d_k) + B) V`` step by step (Vaswani et al.,
+    Computes ``softmax(Q K^T / sqrt(d_k) + M) V`` step by step (Vaswani et al.,
     2017, Eq. 1), not through PyTorch's fused kernel, so that every
     intermediate can be read.
 
@@ -146,7 +149,7 @@ def scaled_dot_product_attention(
     #    (L x d_k numbers) costs less than scaling the scores (L x S) and gives the same result.
     scores = (q / math.sqrt(d_k)) @ k.transpose(-2, -1)  # (..., L, S)
 
-    # 2. Masking: add B (0 = allowed, -inf = forbidden).
+    # 2. Masking: add M (0 = allowed, -inf = forbidden).
     bias = _mask_to_bias(attn_mask, is_causal, batch_shape, L, S, compute_dtype, q.device)
     if bias is not None:
         scores = scores + bias  # (..., L, S)
@@ -174,8 +177,10 @@ def scaled_dot_product_attention(
 class MultiHeadAttention(nn.Module):
     """Multi-head attention (Vaswani et al., 2017, Sec. 3.2.2), batch-first.
 
-    ``MultiHead(Q, K, V) = Concat(head_1, ..., head_H) W^O`` with
-    ``head_h = Attention(Q W_h^Q, K W_h^K, V W_h^V)``. Each head works in
+    ``MultiHead(Q, K, V) = Concat(head_0, ..., head_{H-1}) W^O`` with
+    ``head_h = Attention(Q W_h^Q, K W_h^K, V W_h^V)`` for ``h = 0, ..., H - 1``
+    (heads counted from 0, as in the book and the code; the paper counts them
+    from 1 and writes ``h`` for their number). Each head works in
     ``d_head = d_model / n_heads`` dimensions. Self-attention passes the same
     tensor as query, key and value; cross-attention passes the decoder states
     as query and the encoder output as key and value.

@@ -34,23 +34,28 @@ class EncoderTagger(nn.Module):
         n_classes: number of output classes per position.
         n_layers, d_model, n_heads, d_ff: sizes of the encoder stack.
         norm_first: pre-norm if True (the stack then ends with a final LayerNorm), post-norm if False.
+        dropout: dropout probability inside every block (attention weights, feed-forward hidden units,
+            each sublayer's output before the residual add; see :class:`~transformer_lite.blocks.TransformerBlock`).
+            The embeddings and the classifier input are not dropped. Active in ``train()`` mode only.
 
     Attributes:
         embed (nn.Embedding), encoder (TransformerEncoder), head (nn.Linear(d_model, n_classes)).
 
     Raises:
-        ValueError: for sizes that are not positive ints, or as ``TransformerEncoder``.
+        ValueError: for sizes that are not positive ints, ``dropout`` outside [0, 1), or as ``TransformerEncoder``.
     """
 
     def __init__(self, vocab_size: int, n_classes: int, n_layers: int, d_model: int, n_heads: int, d_ff: int,
-                 norm_first: bool = False) -> None:
+                 norm_first: bool = False, dropout: float = 0.0) -> None:
         super().__init__()
         _check_positive_int("EncoderTagger", "vocab_size", vocab_size)
         _check_positive_int("EncoderTagger", "n_classes", n_classes)
+        if not 0.0 <= dropout < 1.0:
+            raise ValueError(f"EncoderTagger: expected 0 <= dropout < 1, received {dropout}")
         self.sizes = dict(vocab_size=vocab_size, n_classes=n_classes, n_layers=n_layers, d_model=d_model,
-                          n_heads=n_heads, d_ff=d_ff)
+                          n_heads=n_heads, d_ff=d_ff, dropout=dropout)
         self.embed = nn.Embedding(vocab_size, d_model)
-        self.encoder = TransformerEncoder(n_layers, d_model, n_heads, d_ff, norm_first=norm_first)
+        self.encoder = TransformerEncoder(n_layers, d_model, n_heads, d_ff, dropout=dropout, norm_first=norm_first)
         self.head = nn.Linear(d_model, n_classes)
 
     def forward(self, ids: Tensor) -> Tensor:

@@ -78,7 +78,7 @@ def memory_efficient_attention(
     is_causal: bool = False,
     block_size: int | tuple[int, int] = 256,
 ) -> Tensor:
-    """``softmax(Q K^T / sqrt(d_k) + B) V`` computed tile by tile, never storing the ``L x S`` scores.
+    """``softmax(Q K^T / sqrt(d_k) + M) V`` computed tile by tile, never storing the ``L x S`` scores.
 
     Equal (up to rounding) to the output of
     :func:`transformer_lite.scaled_dot_product_attention` with the same

@@ -136,7 +136,42 @@ def _attention_cases():
         desc = f"query {tuple(q.shape)}, key {tuple(k.shape)}, value {tuple(v.shape)}" + (
             f", {masked} bool mask {tuple(mask.shape)}" if mask is not None else ", no mask")
         cases.append((q, k, v, mask, desc))
+    # Last, so that every other mistake is named first: a query with no allowed key (a padding query, or an early
+    # query when there are fewer keys than queries). Expected: zero weights and a zero output, as the package gives.
+    q = torch.randn(2, 4, 8, generator=g, dtype=torch.float64) * 1.5
+    k = torch.randn(2, 5, 8, generator=g, dtype=torch.float64) * 1.5
+    v = torch.randn(2, 5, 6, generator=g, dtype=torch.float64)
+    mask = torch.rand(4, 5, generator=g) < 0.6
+    mask[:, 0] = True
+    mask[0, 1:] = False
+    mask[2] = False  # query 2 may attend to nothing
+    cases.append((q, k, v, mask, f"query {tuple(q.shape)}, key {tuple(k.shape)}, value {tuple(v.shape)}, bool mask "
+                                 f"{tuple(mask.shape)} whose row 2 is all False (a query with no allowed key)"))
     return cases
+
+
+def _check_fully_masked_rows(out: Tensor, w: Tensor, mask: Tensor, case: str) -> None:
+    """Rows of ``mask`` with no ``True`` must give zero weights and a zero output; name NaN and -1e9 answers."""
+    empty = ~mask.any(dim=-1)  # (L,): queries with no allowed key
+    if not empty.any():
+        return
+    w_empty = w.double()[..., empty, :]  # (..., n_empty, S)
+    out_empty = out.double()[..., empty, :]  # (..., n_empty, d_v)
+    if torch.isnan(w_empty).any() or torch.isnan(out_empty).any():
+        raise AssertionError(f"wrong weights for {case}. Likely mistake: a fully masked row gives NaN: the softmax of "
+                             "a row of all -inf is 0/0; return zeros for such rows (zero weights, so a zero output), "
+                             "e.g. give their scores any finite value before the softmax and zero their weights after")
+    if (w_empty.abs() > ATOL).any():
+        S = w.shape[-1]
+        hint = ""
+        if torch.allclose(w_empty, torch.full_like(w_empty, 1.0 / S), atol=ATOL):
+            hint = (" Likely mistake: the forbidden scores were filled with a large finite number (e.g. -1e9) "
+                    "instead of -inf, which makes such a row uniform over the keys it must not see")
+        raise AssertionError(f"wrong weights for {case}: a query whose keys are all masked must get zero weights and "
+                             f"a zero output, received weights summing to {w_empty.sum(-1).max().item():.3g}.{hint}")
+    if (out_empty.abs() > ATOL).any():
+        raise AssertionError(f"wrong output for {case}: a query whose keys are all masked must get a zero output "
+                             "(its weights are all zero), received nonzero values")
 
 
 @_checker("check_scaled_dot_product_attention")
@@ -145,7 +180,9 @@ def check_scaled_dot_product_attention(fn: Callable) -> None:
 
     ``query (..., L, d_k)``, ``key (..., S, d_k)``, ``value (..., S, d_v)``; ``attn_mask`` a bool
     ``(L, S)`` tensor with ``True`` = may attend. Expected: ``output (..., L, d_v)`` and
-    ``weights (..., L, S)`` equal to softmax(Q K^T / sqrt(d_k)) V (Vaswani et al., 2017, Eq. 1).
+    ``weights (..., L, S)`` equal to softmax(Q K^T / sqrt(d_k)) V (Vaswani et al., 2017, Eq. 1). The last
+    case has a query whose keys are all masked: it must get zero weights and a zero output (not NaN), as
+    :func:`~transformer_lite.attention.scaled_dot_product_attention` gives.
 
     Raises:
         AssertionError: naming the likely mistake.
@@ -159,6 +196,8 @@ def check_scaled_dot_product_attention(fn: Callable) -> None:
         _check_tensor(w, "weights", (*q.shape[:-2], L, S), case)
         _check_tensor(out, "output", (*q.shape[:-2], L, d_v), case)
         ref_out, ref_w = scaled_dot_product_attention(q, k, v, attn_mask=mask)
+        if mask is not None:
+            _check_fully_masked_rows(out, w, mask, case)
         if mask is not None and _looks_inverted(w, mask):
             raise AssertionError(f"wrong weights for {case}. Likely mistake: inverted mask polarity: True means "
                                  "'may attend' (as in F.scaled_dot_product_attention), fill the scores where the "

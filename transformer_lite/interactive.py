@@ -449,7 +449,7 @@ def rnn_lag_profile(spectral_radius: float, input_scale: float = 0.01, hidden_si
                     nonlinearity: str = "tanh", seed: int = 0) -> tuple[Tensor, Tensor, float]:
     """``||dh_T/dh_{T-k}||_2`` against the lag ``k`` for an Elman RNN with a chosen spectral radius.
 
-    The set-up of chapter 7: an :class:`~transformer_lite.recurrent.RNN` in float64 with
+    The set-up of chapter 6: an :class:`~transformer_lite.recurrent.RNN` in float64 with
     ``W_hh = spectral_radius * Q`` (``Q`` a random orthogonal matrix, from
     :func:`~transformer_lite.jacobians.recurrent_weight`), ``W_ih = I``, zero biases, ``h_0 = 0``, and
     inputs ``x_t = input_scale * z_t`` with ``z_t`` standard normal; the norms come from

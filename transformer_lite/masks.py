@@ -6,7 +6,7 @@ One convention everywhere in this package, the same as
 * a **boolean** mask has ``True`` where a query **may attend** to a key and
   ``False`` where it may not;
 * a **float** mask is **added** to the attention scores before the softmax
-  (the :math:`B` in :math:`\\mathrm{softmax}(QK^\\top/\\sqrt{d_k} + B)V`);
+  (the :math:`M` in :math:`\\mathrm{softmax}(QK^\\top/\\sqrt{d_k} + M)V`);
   ``-inf`` forbids a key, ``0`` leaves it alone.
 
 Beware: :class:`torch.nn.MultiheadAttention` and the ``nn.Transformer*``

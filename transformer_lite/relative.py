@@ -1,12 +1,13 @@
 """Position information added to the attention scores: learned relative biases and ALiBi.
 
 Instead of adding a vector to each token's embedding, these methods add a
-number ``b[h, i, j]`` to the score of query ``i`` and key ``j`` in head ``h``,
+number ``M[h, i, j]`` to the score of query ``i`` and key ``j`` in head ``h``,
 chosen by the *relative* position ``j - i`` only:
 
-    softmax(Q K^T / sqrt(d_k) + B) V,   B[h, i, j] = f_h(j - i)
+    softmax(Q K^T / sqrt(d_k) + M) V,   M[h, i, j] = f_h(j - i)
 
-The two bias modules and :func:`alibi_bias` return ``B`` as a float tensor
+(``M`` as on the book's notation page: the additive mask; ``B`` is the batch size.)
+The two bias modules and :func:`alibi_bias` return ``M`` as a float tensor
 of shape ``(1, H, L, S)``, ready to pass as ``attn_mask`` to
 :func:`~transformer_lite.attention.scaled_dot_product_attention` or
 :class:`~transformer_lite.attention.MultiHeadAttention` (float masks are added
@@ -236,12 +237,14 @@ def alibi_slopes(n_heads: int, dtype: torch.dtype = torch.float32,
     """The fixed per-head slopes ``m_h`` of ALiBi.
 
     Source: Press et al. (2022), Sec. 3: for ``H`` heads, a power of 2, the
-    slopes are the geometric sequence ``m_h = 2^(-8h/H)``, ``h = 1 .. H``
-    (for H = 8: 1/2, 1/4, ..., 1/256). For other ``H`` this follows the
-    authors' reference code: take the ``P`` slopes for ``P = 2^floor(log2 H)``
-    heads, then append the first ``H - P`` of the odd-numbered slopes of the
-    ``2P``-head sequence (``2^(-8h/2P)`` for ``h = 1, 3, 5, ...``), i.e. values
-    that fall between the first ones. E.g. H = 6: 1/4, 1/16, 1/64, 1/256, 1/2, 1/8.
+    slopes are the geometric sequence ``m_h = 2^(-8(h+1)/H)`` for heads
+    ``h = 0, ..., H - 1``, counted from 0 as in the book (the paper counts
+    from 1 and writes ``2^(-8h/H)``); for H = 8: 1/2, 1/4, ..., 1/256. For
+    other ``H`` this follows the authors' reference code: heads
+    ``h = 0, ..., P - 1`` take the slopes of ``P = 2^floor(log2 H)`` heads,
+    ``2^(-8(h+1)/P)``, and heads ``h = P, ..., H - 1`` take every other slope
+    of the ``2P``-head sequence, ``2^(-8(2(h-P)+1)/(2P))``, values that fall
+    between the first ones. E.g. H = 6: 1/4, 1/16, 1/64, 1/256, 1/2, 1/8.
 
     Args:
         n_heads: number of heads H, ``>= 1``.
@@ -256,11 +259,11 @@ def alibi_slopes(n_heads: int, dtype: torch.dtype = torch.float32,
     """
     _check_positive_int("alibi_slopes", "n_heads", n_heads)
 
-    def geometric(n: int) -> list[float]:
+    def geometric(n: int) -> list[float]:  # 2^(-8(h+1)/n) for h = 0 .. n - 1
         return [2.0 ** (-8.0 * h / n) for h in range(1, n + 1)]
 
     p = 1 << (n_heads.bit_length() - 1)  # the largest power of 2 <= n_heads
-    slopes = geometric(p) + geometric(2 * p)[0::2][: n_heads - p]  # [0::2]: h = 1, 3, 5, ... of the 2P sequence
+    slopes = geometric(p) + geometric(2 * p)[0::2][: n_heads - p]  # [0::2]: 0-based 0, 2, 4, ... of the 2P sequence
     return torch.tensor(slopes, dtype=torch.float64, device=device).to(dtype)
 
 
