@@ -2,13 +2,27 @@
 PYTHON ?= python3
 PIP := $(PYTHON) -m pip
 
-.PHONY: install lock system book test clean lab student execute
+.PHONY: install lock node system book test clean lab student execute
 
-# Every package pinned with its hash (requirements.lock, generated from requirements.in by `make lock`).
-install:
+# Every package pinned with its hash (requirements.lock, generated from requirements.in by `make lock`),
+# and the JavaScript the book serves for its live models (package-lock.json: exact versions and hashes).
+install: node_modules/.package-lock.json
 	$(PIP) install --require-hashes -r requirements.lock
 	$(PIP) install --no-deps --require-hashes -r requirements-nodeps.txt
 	$(PIP) install --no-deps --no-build-isolation -e .
+
+# onnxruntime-web and @huggingface/tokenizers, exactly as package-lock.json pins them (install scripts off,
+# see .npmrc); book/_ext/live_models.py copies the few files the pages load into the built site.
+node_modules/.package-lock.json: package.json package-lock.json | node
+	npm ci
+
+# System packages for the live models: Debian's nodejs and npm (npm installs the JavaScript above).
+# Needs root or sudo; skipped when npm is already there.
+node:
+	@command -v npm >/dev/null 2>&1 || { \
+	  if [ "$$(id -u)" = 0 ]; then apt-get update && apt-get install -y nodejs npm; \
+	  elif command -v sudo >/dev/null 2>&1; then sudo apt-get update && sudo apt-get install -y nodejs npm; \
+	  else echo "npm is missing and cannot be installed without root: apt-get install nodejs npm" >&2; exit 1; fi; }
 
 # For maintainers, after editing requirements.in: regenerate the lock (pip-tools in its own venv;
 # existing pins are kept where they still satisfy requirements.in).
@@ -19,6 +33,8 @@ lock:
 	  --no-emit-find-links -o requirements.lock requirements.in
 
 # The book renders the outputs stored in the notebooks (verified by `make test`); nothing is executed.
+# The build also exports the live models to ONNX into build/live/ (scripts/export_onnx.py, about 30 s,
+# only when the weights, the package or the script changed) and copies them into the site.
 book: install
 	jupyter-book build book -W -n --keep-going
 
@@ -47,7 +63,7 @@ test: install system
 	ATEN_CPU_CAPABILITY=$(TEST_CPU_CAPABILITY) $(PYTHON) -m pytest
 
 clean:
-	rm -rf book/_build student_edition
+	rm -rf book/_build student_edition build/live
 
 # For teachers: the chapters with every solution replaced by a stub, in student_edition/.
 student:

@@ -53,6 +53,8 @@ def causal_mask(L: int, S: int | None = None, device: torch.device | str | None 
     if S is None:
         S = L
     for name, n in (("L", L), ("S", S)):
+        if torch.jit.is_tracing() and isinstance(n, torch.Tensor) and n.dim() == 0:
+            continue  # a size recorded by the tracer of the ONNX export (scripts/export_onnx.py)
         if isinstance(n, bool) or not isinstance(n, int) or n < 1:
             raise ValueError(f"causal_mask: expected {name} to be a positive int, received {n!r}")
     ones = torch.ones(L, S, dtype=torch.bool, device=device)

@@ -15,13 +15,7 @@ it). Without it these tests fail under CI (``CI`` set) and are skipped elsewhere
 
 from __future__ import annotations
 
-import functools
 import json
-import http.server
-import os
-import shutil
-import subprocess
-import threading
 from pathlib import Path
 from urllib.parse import urlparse
 
@@ -30,45 +24,11 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 SITE = ROOT / "book" / "_build" / "html"
 SHOTS = ROOT / "artifacts" / "screenshots"
-CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 
 playwright_api = pytest.importorskip("playwright.sync_api")
 
 
-@pytest.fixture(scope="session")
-def site() -> Path:
-    subprocess.run(["jupyter-book", "build", "book", "-W", "-n", "--keep-going"], cwd=ROOT, check=True,
-                   stdout=subprocess.DEVNULL)
-    assert (SITE / "index.html").is_file()
-    return SITE
-
-
-@pytest.fixture(scope="session")
-def server(site):
-    class Quiet(http.server.SimpleHTTPRequestHandler):
-        def log_message(self, *args):
-            pass
-
-    handler = functools.partial(Quiet, directory=str(site))
-    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{httpd.server_address[1]}"
-    httpd.shutdown()
-
-
-@pytest.fixture(scope="session")
-def browser():
-    if not Path(CHROMIUM).is_file():
-        if os.environ.get("CI"):
-            pytest.fail("chromium is not installed (apt-get install -y chromium)")
-        pytest.skip("chromium is not installed (apt-get install -y chromium)")
-    with playwright_api.sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, args=[
-            "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking",
-            "--disable-component-update", "--disable-sync"])
-        yield b
-        b.close()
+# The fixtures site, server and browser are in conftest.py (shared with test_live.py).
 
 
 class Visit:
