@@ -198,6 +198,14 @@ def test_bad_input_gives_a_clear_message_and_no_figure(server, browser, site):
         assert "[UNK]" in box.locator(".tl-live-info").text_content()
         assert figures.is_visible()
 
+        manifest = json.loads((site / "_static" / "live" / "models" / "manifest.json").read_text())
+        if manifest["charlm"] is None:  # built without a chapter-8 checkpoint: the box says so
+            char = page.locator('.tl-live[data-model="charlm"]').first
+            char.locator(".tl-live-start").click()
+            page.wait_for_function("b => b.querySelector('.tl-live-error')", arg=char.element_handle())
+            assert "no chapter-8 model" in _message(char)
+            assert visit.foreign == [] and visit.errors == [], (visit.foreign, visit.errors)
+            return
         char = page.locator('.tl-live[data-model="charlm"]').first
         char.scroll_into_view_if_needed()
         char.locator(".tl-live-start").click()
@@ -241,3 +249,35 @@ def test_nothing_live_is_loaded_before_the_reader_asks(server, browser, site):
         assert not [x for x in loaded if "/_static/live/vendor/" in x or "/_static/live/models/" in x], loaded
     finally:
         visit.close()
+
+
+def _bytes(path: Path) -> int:
+    return sum(f.stat().st_size for f in path.rglob("*") if f.is_file())
+
+
+def test_site_is_at_most_30_mb_without_the_live_model_files(site):
+    """Issue 14: the site without the on-demand live files (runtime and models) stays within 30 MB."""
+    live = site / "_static" / "live"
+    on_demand = _bytes(live / "vendor") + _bytes(live / "models")
+    total = _bytes(site)
+    _timings({"site_bytes": total, "site_bytes_without_live_files": total - on_demand, "live_files_bytes": on_demand})
+    assert total - on_demand <= 30e6, f"{(total - on_demand) / 1e6:.1f} MB"
+    assert not list((site / "_static" / "mathjax").glob("tex-svg*.js"))  # only the component the pages use
+
+
+def test_page_weights(server, browser, site):
+    """What each page loads when opened (HTML, scripts, styles, fonts, images), before any live mode."""
+    from tests.browser.test_site import _pages
+
+    u = urlparse(server)
+    weights = {}
+    for name in _pages(site):
+        visit = Visit(browser, f"{server}/{name}", (u.scheme, u.netloc))
+        try:
+            weights[name] = visit.page.evaluate(
+                "() => performance.getEntriesByType('navigation').concat(performance.getEntriesByType('resource'))"
+                ".reduce((s, e) => s + (e.decodedBodySize || 0), 0)")
+        finally:
+            visit.close()
+    _timings({"page_weights_bytes": weights})
+    assert all(w > 0 for w in weights.values())
