@@ -420,14 +420,15 @@
       for (i = p.length - 1; i >= 0; i--) if (p[i] > 0) return i;
       return 0;
     }
-    function drawProbs(p, chosen, step) {
+    function drawProbs(p, chosen, step, greedy) {
       var order = p.map(function (_, i) { return i; }).sort(function (a, b) { return p[b] - p[a]; }).slice(0, 20);
       Plotly.react(plot, [{
         type: "bar", x: order.map(function (i) { return showChar(entry.vocab[i]); }), y: order.map(function (i) { return p[i]; }),
         marker: { color: order.map(function (i) { return i === chosen ? "#fde725" : "#3b528b"; }),
           line: { color: "#222", width: order.map(function (i) { return i === chosen ? 1.5 : 0; }) } },
         hovertemplate: "%{x}: %{y:.3f}<extra></extra>" }], {
-        title: { text: "Step " + step + ": the 20 likeliest next characters (yellow: the one drawn)", font: { size: 15 } },
+        title: { text: "Step " + step + (greedy ? ": the model's 20 likeliest next characters (greedy takes the top one, yellow)"
+          : ": the 20 likeliest next characters (yellow: the one drawn)"), font: { size: 15 } },
         template: "plotly_white", height: 330, margin: { l: 60, r: 20, t: 60, b: 50 },
         xaxis: { title: { text: "next character (\u23ce newline, \u2423 space)" }, type: "category" },
         yaxis: { title: { text: "probability" }, range: [0, 1] } }, { displaylogo: false, responsive: true });
@@ -470,15 +471,16 @@
           if (!logits.every(Number.isFinite)) throw new Error("the model returned non-finite logits");
           p = distribution(logits, T, K);
           chosen = pick(p, T, random());
+          if (T === 0) p = distribution(logits, 1, null); // show the model's own distribution, not the one-hot
           ids.push(chosen);
           generated += entry.vocab[chosen];
           gen.textContent = generated;
           var now = performance.now();
-          if (now - lastDraw > 400 || step === N) { drawProbs(p, chosen, step); lastDraw = now; }
+          if (now - lastDraw > 400 || step === N) { drawProbs(p, chosen, step, T === 0); lastDraw = now; }
           await nextTask();
         }
         var steps = generated.length, total = (performance.now() - t0) / 1000;
-        if (p) drawProbs(p, chosen, steps);
+        if (p) drawProbs(p, chosen, steps, T === 0);
         info.textContent += steps + " characters in " + total.toFixed(2) + " s: " + (steps / total).toFixed(0) +
           " characters per second in this browser (the model itself: " + (modelMs / steps).toFixed(1) + " ms a step)." +
           (T > 0 ? " Sampling uses this page's own seeded random numbers, so the text differs from PyTorch's for the same seed; at T = 0 both are greedy and agree." : "");
