@@ -10,6 +10,7 @@ instead of crashing.
 
 import importlib.util
 import json
+import re
 import sys
 from pathlib import Path
 
@@ -35,6 +36,36 @@ def test_stub_source_replaces_only_the_marked_region():
     assert gen.stub_source("x = 1") is None
     with pytest.raises(ValueError, match="END SOLUTION"):
         gen.stub_source("# BEGIN SOLUTION\nx = 1")
+
+
+def test_markdown_is_made_readable_without_myst():
+    """Hand-written case: an exercise fence, a glued value, a citation and a reference."""
+    gen = _generator()
+    source = ("Solutions are hidden; try first.\n\n"
+              "```{exercise} Build a mask\n:label: ex-a\n\n**Difficulty ★.** Write it; $x$ = {glue:text}`w:.2f`.\n\n"
+              "Then check.\n```\nAs {cite}`vaswani2017attention,ba2016layer` and {ref}`ex-b` show.")
+    out = gen.readable_markdown(source, {"w": "0.4458"}, gen.parse_file(str(gen.BIB)),
+                                {"ex-b": "Exercise 1.2"}, ["Exercise 2.1"])
+    assert out == (gen.NOT_HERE + "\n\n"
+                   "> **Exercise 2.1: Build a mask**\n>\n> **Difficulty ★.** Write it; $x$ = 0.45.\n>\n"
+                   "> Then check.\n"
+                   "As (Vaswani et al., 2017; Ba et al., 2016) and Exercise 1.2 show.")
+    assert gen.format_glue("12", "d") == "12" and gen.format_glue("'abc'", None) == "abc"
+
+
+@pytest.mark.parametrize("path", CHAPTERS, ids=lambda p: p.stem)
+def test_student_markdown_has_no_myst_left(path):
+    """JupyterLab shows MyST roles and directives as raw text: none may remain."""
+    gen = _generator()
+    chapter = nbformat.read(path, as_version=4)
+    student = gen.student_notebook(chapter, gen.chapter_number(path))
+    text = "\n".join(c.source for c in student.cells if c.cell_type == "markdown")
+    for marker in ("{exercise}", "{glue", "{cite", "{ref}", "{numref}", "Solutions are hidden"):
+        assert marker not in text, f"{marker!r} left in the student edition of {path.name}"
+    n_exercises = sum(c.source.count("{exercise}") for c in chapter.cells if c.cell_type == "markdown")
+    n = gen.chapter_number(path)
+    boxes = re.findall(rf"^> \*\*Exercise {n}\.(\d+)", text, re.M)
+    assert [int(k) for k in boxes] == list(range(1, n_exercises + 1))
 
 
 @pytest.mark.parametrize("path", CHAPTERS, ids=lambda p: p.stem)

@@ -542,9 +542,11 @@ def rnn_gradient_figure(radii: Sequence[float] = tuple(round(0.5 + 0.05 * i, 2) 
     fig.update_xaxes(title_text="lag k = T - s (steps back from the last state)")
     fig.update_yaxes(title_text="||dh_T / dh_(T-k)|| (spectral norm)", type="log", exponentformat="power")
     fig.update_layout(
-        title=dict(text=f"RNN gradient reach, H = {hidden_size}: radius sets the trend, saturation pulls it down"),
-        template="plotly_white", height=520, autosize=True, margin=dict(l=80, r=30, t=70, b=60),
-        legend=dict(orientation="h", yanchor="bottom", y=1.0, x=0),
+        # the title at the top of the figure, the legend between it and the plot (never on top of each other)
+        title=dict(text=f"RNN gradient reach, H = {hidden_size}: radius sets the trend, saturation pulls it down",
+                   font=dict(size=14), y=0.98, yref="container", yanchor="top"),
+        template="plotly_white", height=560, autosize=True, margin=dict(l=80, r=30, t=120, b=60),
+        legend=dict(orientation="h", yanchor="bottom", y=1.02, x=0),
         sliders=[dict(active=start, steps=steps, currentvalue=dict(prefix="spectral radius of W_hh = "),
                       pad=dict(t=60))],
     )
@@ -623,9 +625,10 @@ def attention_cost_figure(results: dict):
     cfg = results.get("config", {})
     date = results.get("info", {}).get("date", "?")
     fig.update_layout(
-        title=dict(text=f"Scores grow as L², the tiled method's memory barely grows; time grows for both "
-                        f"(B={cfg.get('batch', '?')}, H={cfg.get('heads', '?')}, d_head={cfg.get('d_head', '?')}, "
-                        f"measured {date})", font=dict(size=13)),
+        # two short lines: one long line is clipped at the book's column width
+        title=dict(text=f"Scores grow as L², the tiled method's memory barely grows; time grows for both<br>"
+                        f"<sup>B={cfg.get('batch', '?')}, H={cfg.get('heads', '?')}, "
+                        f"d_head={cfg.get('d_head', '?')}, measured {date}</sup>", font=dict(size=13)),
         template="plotly_white", height=500, autosize=True, showlegend=False, margin=dict(l=70, r=30, t=90, b=90),
         sliders=[dict(active=0, steps=steps, currentvalue=dict(prefix="sequence length L = "), pad=dict(t=70))],
     )
