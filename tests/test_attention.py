@@ -1,4 +1,4 @@
-"""Tests for transformer_lite.attention: scaled_dot_product_attention and MultiHeadAttention.
+"""Tests for transformer_lite.nn.attention: scaled_dot_product_attention and MultiHeadAttention.
 
 Oracles, in the order STYLE.md asks for:
 

@@ -1,4 +1,4 @@
-"""Tests for transformer_lite.blocks.TransformerBlock.
+"""Tests for transformer_lite.nn.blocks.TransformerBlock.
 
 Oracle: ``torch.nn.TransformerEncoderLayer(batch_first=True)`` in float64 and
 eval mode, its weights copied with ``TransformerBlock.from_torch``, for
@@ -194,14 +194,14 @@ def test_block_from_torch_rejects_wrong_type(bad):
 
 def test_block_from_torch_rejects_other_activation():
     layer = nn.TransformerEncoderLayer(8, 2, 16, activation=torch.tanh, batch_first=True)
-    with pytest.raises(ValueError, match=r"expected a ReLU or GELU activation, received <built-in method tanh"):
+    with pytest.raises(ValueError, match=r"expected a ReLU or exact GELU activation, received <built-in method tanh"):
         TransformerBlock.from_torch(layer)
 
 
 def test_block_from_torch_rejects_tanh_approximate_gelu():
     # nn.GELU(approximate="tanh") is a different function from the exact GELU our block computes.
     layer = nn.TransformerEncoderLayer(8, 2, 16, activation=nn.GELU(approximate="tanh"), batch_first=True)
-    with pytest.raises(ValueError, match=r"expected a ReLU or GELU activation, received GELU\(approximate='tanh'\)"):
+    with pytest.raises(ValueError, match=r"expected a ReLU or exact GELU activation, received GELU\(approximate='tanh'\)"):
         TransformerBlock.from_torch(layer)
 
 

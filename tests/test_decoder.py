@@ -1,4 +1,4 @@
-"""Tests for transformer_lite.decoder.DecoderBlock.
+"""Tests for transformer_lite.nn.blocks.DecoderBlock.
 
 Oracle: ``torch.nn.TransformerDecoderLayer(batch_first=True)`` in float64 and
 eval mode, its weights copied with ``DecoderBlock.from_torch``, for post-norm

@@ -1,4 +1,4 @@
-"""Tests for transformer_lite.gqa.GroupedQueryAttention.
+"""Tests for transformer_lite.nn.attention.GroupedQueryAttention.
 
 Oracles, all in float64:
 
@@ -22,7 +22,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from transformer_lite import MultiHeadAttention, RotaryEmbedding, apply_rotary, causal_mask, padding_mask
-from transformer_lite.gqa import GroupedQueryAttention
+from transformer_lite.nn.attention import GroupedQueryAttention
 
 F64 = torch.float64
 

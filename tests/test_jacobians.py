@@ -1,4 +1,4 @@
-"""Tests for transformer_lite.jacobians: step Jacobians, their products, norms against lag.
+"""Tests for transformer_lite.book.jacobians: step Jacobians, their products, norms against lag.
 
 Oracles:
 
@@ -26,10 +26,15 @@ from hypothesis import strategies as st
 from torch import nn
 
 from transformer_lite import MultiHeadAttention
-from transformer_lite.jacobians import (attention_gradient_norm_vs_lag, autograd_step_jacobians,
-                                        gradient_norm_vs_lag, jacobian_product, recurrent_weight,
-                                        rnn_step_jacobians)
-from transformer_lite.recurrent import GRU, RNN
+from transformer_lite.book.jacobians import (
+    attention_gradient_norm_vs_lag,
+    autograd_step_jacobians,
+    gradient_norm_vs_lag,
+    jacobian_product,
+    recurrent_weight,
+    rnn_step_jacobians,
+)
+from transformer_lite.nn.recurrent import GRU, RNN
 
 F64 = torch.float64
 

@@ -1,4 +1,4 @@
-"""Tests for transformer_lite.language_model: the causal block, the decoder-only model, generation, the GRU baseline.
+"""Tests for transformer_lite.models.decoder_only: the causal block, the decoder-only model, generation, the GRU baseline.
 
 Oracles:
 
@@ -21,8 +21,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from transformer_lite import TransformerBlock
-from transformer_lite.language_model import (CausalTransformerBlock, DecoderOnlyConfig, DecoderOnlyTransformer,
-                                             GRULanguageModel, KVCache, sample_next_token)
+from transformer_lite.nn.blocks import CausalTransformerBlock
+from transformer_lite.models.decoder_only import DecoderOnlyConfig, DecoderOnlyTransformer, KVCache, sample_next_token
+from transformer_lite.models.recurrent_lm import GRULanguageModel
 
 F64 = torch.float64
 
@@ -241,7 +242,7 @@ def test_config_and_input_errors():
     model = tiny()
     with pytest.raises(ValueError, match=r"integer input_ids of shape \(B, L\)"):
         model(torch.randn(2, 3))
-    with pytest.raises(ValueError, match="at least one position"):
+    with pytest.raises(ValueError, match=r"at least 1 position"):
         model(torch.zeros(2, 0, dtype=torch.long))
     with pytest.raises(ValueError, match=r"\[0, 11\), received min 0, max 11"):
         model(torch.tensor([[0, 11]]))

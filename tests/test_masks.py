@@ -1,4 +1,4 @@
-"""Tests for transformer_lite.masks.
+"""Tests for transformer_lite.nn.masks.
 
 Oracle: literal tensors written out by hand (True = may attend, the package
 convention), and, for the causal mask, the definition "query i sits at

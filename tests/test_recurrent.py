@@ -1,4 +1,4 @@
-"""Tests for transformer_lite.recurrent: the Elman RNN and the GRU.
+"""Tests for transformer_lite.nn.recurrent: the Elman RNN and the GRU.
 
 Oracles:
 
@@ -22,7 +22,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from torch import nn
 
-from transformer_lite.recurrent import GRU, RNN
+from transformer_lite.nn.recurrent import GRU, RNN
 
 F64 = torch.float64
 SETTINGS = settings(max_examples=25, deadline=None, derandomize=True, database=None)

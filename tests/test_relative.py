@@ -1,4 +1,4 @@
-"""Tests for relative position biases and ALiBi (transformer_lite.relative).
+"""Tests for relative position biases and ALiBi (transformer_lite.nn.relative_position).
 
 Oracles: the T5 bucket rule re-implemented here on Python ints with ``math.log``
 (one distance at a time, written from the rule in Raffel et al. 2020 / the T5

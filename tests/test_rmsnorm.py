@@ -1,4 +1,4 @@
-"""Tests for transformer_lite.rmsnorm.RMSNorm.
+"""Tests for transformer_lite.nn.normalization.RMSNorm.
 
 Oracles: a hand-computed case; ``torch.nn.RMSNorm`` in float64 with copied
 weights (``RMSNorm.from_torch``); LayerNorm, which equals RMSNorm on inputs whose
@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from torch import nn
 
 from transformer_lite import LayerNorm
-from transformer_lite.rmsnorm import RMSNorm
+from transformer_lite.nn.normalization import RMSNorm
 
 F64 = torch.float64
 

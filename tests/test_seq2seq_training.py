@@ -21,7 +21,7 @@ import torch
 import torch.nn.functional as F
 
 import transformer_lite as tl
-from transformer_lite import toy_tasks as tt
+from transformer_lite.training import toy_tasks as tt
 
 N_SYMBOLS, MIN_LEN, MAX_LEN, STEPS, WARMUP = 8, 3, 6, 300, 50
 THRESHOLD = 0.90

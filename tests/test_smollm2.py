@@ -1,4 +1,4 @@
-"""Tests for transformer_lite.smollm2: SmolLM2-135M-Instruct run by this package's decoder.
+"""Tests for transformer_lite.pretrained.smollm2: SmolLM2-135M-Instruct run by this package's decoder.
 
 Oracle: ``tests/golden/smollm2_golden.safetensors``, produced by
 ``tests/golden/make_smollm2_golden.py`` (its docstring says exactly how) from two
@@ -26,8 +26,14 @@ import torch
 from safetensors import safe_open
 from safetensors.torch import load_file
 
-from transformer_lite.language_model import DecoderOnlyConfig, DecoderOnlyTransformer, KVCache
-from transformer_lite.smollm2 import _state_dict, config_from_gguf, load_smollm2, smollm2_gguf_path, unpermute_rows
+from transformer_lite.models.decoder_only import DecoderOnlyConfig, DecoderOnlyTransformer, KVCache
+from transformer_lite.pretrained.smollm2 import (
+    _state_dict,
+    config_from_gguf,
+    load_smollm2,
+    smollm2_gguf_path,
+    unpermute_rows,
+)
 
 GOLDEN = Path(__file__).parent / "golden" / "smollm2_golden.safetensors"
 TOL = 1e-4

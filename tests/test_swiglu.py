@@ -1,4 +1,4 @@
-"""Tests for transformer_lite.swiglu.SwiGLUFeedForward.
+"""Tests for transformer_lite.nn.feedforward.SwiGLUFeedForward.
 
 Oracles: a hand-computed one-unit case; the formula of Shazeer (2020, Eq. 6)
 written with ``F.silu`` and matrix products in float64; the SiLU written as
@@ -11,7 +11,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from transformer_lite.swiglu import SwiGLUFeedForward
+from transformer_lite.nn.feedforward import SwiGLUFeedForward
 
 F64 = torch.float64
 

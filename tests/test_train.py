@@ -1,10 +1,10 @@
-"""Tests for transformer_lite.train: schedule, clipping, loss, the loop, checkpoints, the command line.
+"""Tests for transformer_lite.training.train: schedule, clipping, loss, the loop, checkpoints, the command line.
 
 Oracles: hand-computed learning rates; ``torch.nn.utils.clip_grad_norm_`` on a
 copy of the same gradients; ``-log softmax`` picked by hand for the loss; two
 runs with one seed must agree exactly; a checkpoint reloaded from safetensors
 must give identical logits; the GRU parameter formula against a real module;
-``python -m transformer_lite.train --help`` in a subprocess.
+``python -m transformer_lite.training.train --help`` in a subprocess.
 """
 
 import copy
@@ -19,9 +19,20 @@ import pytest
 import torch
 from safetensors.torch import save_file
 
-from transformer_lite.language_model import DecoderOnlyConfig, DecoderOnlyTransformer, GRULanguageModel
-from transformer_lite.train import (TrainConfig, clip_grad_norm, evaluate, gru_width_matching, learning_rate,
-                                    load_checkpoint, lm_loss, main, save_checkpoint, train)
+from transformer_lite.models.decoder_only import DecoderOnlyConfig, DecoderOnlyTransformer
+from transformer_lite.models.recurrent_lm import GRULanguageModel
+from transformer_lite.training.train import (
+    TrainConfig,
+    clip_grad_norm,
+    evaluate,
+    gru_width_matching,
+    learning_rate,
+    load_checkpoint,
+    lm_loss,
+    main,
+    save_checkpoint,
+    train,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -140,7 +151,7 @@ def test_gru_width_matching(n_layers, tie):
 
 
 def test_cli_help_exits_zero():
-    result = subprocess.run([sys.executable, "-m", "transformer_lite.train", "--help"], cwd=ROOT,
+    result = subprocess.run([sys.executable, "-m", "transformer_lite.training.train", "--help"], cwd=ROOT,
                             capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr
     for option in ("--model", "--steps", "--lr", "--batch-size", "--context", "--out-dir", "--d-model"):
@@ -149,7 +160,7 @@ def test_cli_help_exits_zero():
 
 @pytest.mark.skipif(importlib.util.find_spec("tqdm") is None, reason="tqdm not installed")
 def test_cli_tiny_run_writes_checkpoint_history_and_sample(tmp_path, capsys):
-    from transformer_lite.data import play_paths
+    from transformer_lite.training.data import play_paths
 
     try:
         play_paths()

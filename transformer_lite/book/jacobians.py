@@ -19,7 +19,7 @@ structure, a fixed matrix times a diagonal of derivatives, is the same.
 In one self-attention layer output ``t`` depends on input ``s`` directly, with
 no product over the positions in between (path length one).
 
-Index convention (as in :mod:`transformer_lite.recurrent`): ``h_0`` is the
+Index convention (as in :mod:`transformer_lite.nn.recurrent`): ``h_0`` is the
 initial state, ``h_1 .. h_L`` the states after each input; a Jacobian tensor
 ``J`` of shape ``(B, L, H, H)`` holds ``J[:, k - 1] = dh_k/dh_{k-1}``.
 Matrix norms: ``"spectral"`` is the largest singular value (the most a
@@ -34,7 +34,7 @@ from typing import Callable
 import torch
 from torch import Tensor
 
-from .recurrent import RNN, GRU
+from ..nn.recurrent import RNN, GRU
 
 __all__ = ["recurrent_weight", "rnn_step_jacobians", "autograd_step_jacobians", "jacobian_product",
            "gradient_norm_vs_lag", "attention_gradient_norm_vs_lag"]
@@ -95,7 +95,7 @@ def _states(model: RNN | GRU, x: Tensor, h0: Tensor | None) -> tuple[Tensor, Ten
 
 
 def rnn_step_jacobians(rnn: RNN, x: Tensor, h0: Tensor | None = None) -> Tensor:
-    """Analytic step Jacobians ``J_k = dh_k/dh_{k-1}`` of an Elman :class:`~transformer_lite.recurrent.RNN`.
+    """Analytic step Jacobians ``J_k = dh_k/dh_{k-1}`` of an Elman :class:`~transformer_lite.nn.recurrent.RNN`.
 
     ``J_k = diag(phi'(a_k)) W_hh`` (differentiate ``h_k = phi(a_k)`` through
     ``a_k``; the factors of Pascanu et al., 2013, Eq. 5, written for this

@@ -1,4 +1,4 @@
-"""A decoder-only transformer language model with a key/value cache, and a GRU baseline.
+"""A decoder-only transformer language model (GPT-style) with a key/value cache.
 
 Sources: Radford et al. (2018, 2019), GPT and GPT-2 (a stack of causal
 self-attention blocks over token + position embeddings, predicting the next
@@ -21,15 +21,12 @@ from dataclasses import asdict, dataclass
 import torch
 from torch import Tensor, nn
 
-from .feedforward import PositionwiseFeedForward
-from .gqa import GroupedQueryAttention, KVPair
-from .normalization import LayerNorm
-from .positional import LearnedPositionalEmbedding, RotaryEmbedding, sinusoidal_positional_encoding
-from .rmsnorm import RMSNorm
-from .swiglu import SwiGLUFeedForward
+from ..checks import check_token_ids, eval_mode
+from ..nn.attention import KVPair
+from ..nn.blocks import CausalTransformerBlock, make_norm
+from ..nn.positional import LearnedPositionalEmbedding, RotaryEmbedding, sinusoidal_positional_encoding
 
-__all__ = ["DecoderOnlyConfig", "KVCache", "CausalTransformerBlock", "DecoderOnlyTransformer",
-           "GRULanguageModel", "sample_next_token"]
+__all__ = ["DecoderOnlyConfig", "KVCache", "DecoderOnlyTransformer", "sample_next_token"]
 
 _POSITIONAL = ("learned", "sinusoidal", "rotary")
 _NORMS = ("layernorm", "rmsnorm")
@@ -108,71 +105,6 @@ class KVCache:
         return sum(t.numel() * t.element_size() for pair in self.layers for t in pair)
 
 
-def _make_norm(kind: str, d_model: int, eps: float) -> nn.Module:
-    return RMSNorm(d_model, eps=eps) if kind == "rmsnorm" else LayerNorm(d_model, eps=eps)
-
-
-class CausalTransformerBlock(nn.Module):
-    """A decoder-only block: causal (grouped-query) self-attention and a feed-forward network,
-    each in a residual connection with a normalization, able to reuse cached keys and values.
-
-    Pre-norm (``norm_first=True``): ``x = x + attn(norm1(x)); x = x + ff(norm2(x))``.
-    Post-norm: ``x = norm1(x + attn(x)); x = norm2(x + ff(x))``. With LayerNorm,
-    ``n_kv_heads = n_heads``, no rotary embedding and a ReLU/GELU network it computes
-    the same as :class:`~transformer_lite.blocks.TransformerBlock` called with
-    ``is_causal=True``, and its parameters have the same names.
-
-    Args:
-        d_model, n_heads, d_ff, dropout, norm_first, eps: as in :class:`TransformerBlock`.
-        activation: ``"relu"``, ``"gelu"`` (:class:`PositionwiseFeedForward`) or ``"swiglu"``
-            (:class:`~transformer_lite.swiglu.SwiGLUFeedForward`).
-        n_kv_heads: key/value heads (``None`` = ``n_heads``).
-        norm: ``"layernorm"`` or ``"rmsnorm"``.
-        bias: biases in the projections.
-        rotary: a :class:`RotaryEmbedding` for queries and keys, or ``None``.
-
-    Raises:
-        ValueError: as :class:`GroupedQueryAttention` and the feed-forward networks.
-    """
-
-    def __init__(self, d_model: int, n_heads: int, d_ff: int, dropout: float = 0.0, activation: str = "gelu",
-                 norm_first: bool = True, eps: float = 1e-5, n_kv_heads: int | None = None,
-                 norm: str = "layernorm", bias: bool = True, rotary: RotaryEmbedding | None = None) -> None:
-        super().__init__()
-        self.norm_first = norm_first
-        self.self_attn = GroupedQueryAttention(d_model, n_heads, n_kv_heads, dropout=dropout, bias=bias,
-                                               rotary=rotary)
-        if activation == "swiglu":
-            self.ff = SwiGLUFeedForward(d_model, d_ff, dropout=dropout, bias=bias)
-        else:
-            self.ff = PositionwiseFeedForward(d_model, d_ff, activation=activation, dropout=dropout)
-        self.norm1 = _make_norm(norm, d_model, eps)
-        self.norm2 = _make_norm(norm, d_model, eps)
-        self.dropout1 = nn.Dropout(dropout)
-        self.dropout2 = nn.Dropout(dropout)
-
-    def forward(self, x: Tensor, past_kv: KVPair | None = None) -> tuple[Tensor, Tensor, KVPair]:
-        """Apply the block to the new positions ``x`` ``(B, L, d_model)``.
-
-        Args:
-            x: ``(B, L, d_model)``.
-            past_kv: cached ``(keys, values)`` of this layer, each ``(B, n_kv_heads, S_past, d_head)``, or ``None``.
-
-        Returns:
-            ``(y, weights, present_kv)``: ``y`` ``(B, L, d_model)``, attention weights
-            ``(B, H, L, S_past + L)``, and this layer's keys and values for all positions.
-        """
-        h = self.norm1(x) if self.norm_first else x
-        attn_out, weights, present = self.self_attn(h, past_kv=past_kv, is_causal=True)
-        if self.norm_first:
-            x = x + self.dropout1(attn_out)
-            x = x + self.dropout2(self.ff(self.norm2(x)))
-        else:
-            x = self.norm1(x + self.dropout1(attn_out))
-            x = self.norm2(x + self.dropout2(self.ff(x)))
-        return x, weights, present
-
-
 class DecoderOnlyTransformer(nn.Module):
     """A GPT-style language model: embeddings, causal blocks, final norm, language-model head.
 
@@ -199,7 +131,7 @@ class DecoderOnlyTransformer(nn.Module):
                                    norm_first=c.norm_first, eps=c.eps, n_kv_heads=c.n_kv_heads, norm=c.norm,
                                    bias=c.bias, rotary=rotary)
             for _ in range(c.n_layers))
-        self.final_norm = _make_norm(c.norm, c.d_model, c.eps) if c.norm_first else nn.Identity()
+        self.final_norm = make_norm(c.norm, c.d_model, c.eps) if c.norm_first else nn.Identity()
         self.lm_head = nn.Linear(c.d_model, c.vocab_size, bias=False)
         self.apply(_init_weights)
         if c.tie_embeddings:
@@ -211,15 +143,7 @@ class DecoderOnlyTransformer(nn.Module):
 
     def _embed(self, input_ids: Tensor, offset: int) -> Tensor:
         c = self.config
-        if input_ids.dim() != 2 or input_ids.is_floating_point() or input_ids.dtype == torch.bool:
-            raise ValueError(f"DecoderOnlyTransformer: expected integer input_ids of shape (B, L), received "
-                             f"{tuple(input_ids.shape)} {input_ids.dtype}")
-        if input_ids.shape[1] < 1:
-            raise ValueError(f"DecoderOnlyTransformer: expected at least one position, "
-                             f"received {tuple(input_ids.shape)}")
-        if int(input_ids.min()) < 0 or int(input_ids.max()) >= c.vocab_size:
-            raise ValueError(f"DecoderOnlyTransformer: token ids must lie in [0, {c.vocab_size}), received "
-                             f"min {int(input_ids.min())}, max {int(input_ids.max())}")
+        check_token_ids("DecoderOnlyTransformer", "input_ids", input_ids, c.vocab_size, min_len=1)
         L = input_ids.shape[1]
         if offset + L > c.max_len:
             raise ValueError(f"DecoderOnlyTransformer: positions {offset}..{offset + L - 1} requested, but "
@@ -298,9 +222,7 @@ class DecoderOnlyTransformer(nn.Module):
         if use_cache and input_ids.dim() == 2 and input_ids.shape[1] + max_new_tokens - 1 > self.config.max_len:
             raise ValueError(f"generate: a prompt of {input_ids.shape[1]} tokens plus {max_new_tokens} new ones needs "
                              f"{input_ids.shape[1] + max_new_tokens - 1} positions, but max_len={self.config.max_len}")
-        was_training = self.training
-        self.eval()
-        try:
+        with eval_mode(self):
             tokens, step_logits = input_ids, []
             cache = KVCache() if use_cache else None
             feed = input_ids  # with a cache: only the tokens not yet processed
@@ -311,8 +233,6 @@ class DecoderOnlyTransformer(nn.Module):
                 next_token = sample_next_token(logits, temperature, top_k, generator)  # (B, 1)
                 tokens = torch.cat((tokens, next_token), dim=1)  # (B, L + steps so far)
                 feed = next_token
-        finally:
-            self.train(was_training)
         if not return_logits:
             return tokens
         V = self.config.vocab_size
@@ -363,83 +283,3 @@ def sample_next_token(logits: Tensor, temperature: float = 1.0, top_k: int | Non
         scaled = scaled.masked_fill(scaled < kth, float("-inf"))
     probs = torch.softmax(scaled, dim=-1)  # (B, V)
     return torch.multinomial(probs, num_samples=1, generator=generator)  # (B, 1)
-
-
-class GRULanguageModel(nn.Module):
-    """A recurrent baseline: embedding, ``torch.nn.GRU`` layers (Cho et al., 2014), linear head.
-
-    The recurrent state carries the whole past, so generation needs no cache: each step
-    feeds one token and the state. Every part keeps PyTorch's default initialisation,
-    in particular N(0, 1) for the embedding. (With the transformer's N(0, 0.02^2) the
-    GRU's inputs start so small that it learns far more slowly: on the Shakespeare corpus
-    we measured a validation loss of 2.76 instead of 1.77 nats/char after 200 steps.)
-
-    Args:
-        vocab_size: number of token ids V.
-        d_model: embedding and hidden width.
-        n_layers: stacked GRU layers.
-        dropout: dropout between GRU layers and before the head (training only).
-        tie_embeddings: the head reuses the embedding matrix (off by default, as in char-RNN models).
-
-    Raises:
-        ValueError: for non-positive sizes.
-    """
-
-    def __init__(self, vocab_size: int, d_model: int, n_layers: int = 1, dropout: float = 0.0,
-                 tie_embeddings: bool = False) -> None:
-        super().__init__()
-        if vocab_size < 1 or d_model < 1 or n_layers < 1:
-            raise ValueError(f"GRULanguageModel: expected positive vocab_size, d_model, n_layers, received "
-                             f"{vocab_size}, {d_model}, {n_layers}")
-        self.vocab_size, self.d_model, self.n_layers = vocab_size, d_model, n_layers
-        self.token_embedding = nn.Embedding(vocab_size, d_model)
-        self.gru = nn.GRU(d_model, d_model, num_layers=n_layers, batch_first=True,
-                          dropout=dropout if n_layers > 1 else 0.0)
-        self.dropout = nn.Dropout(dropout)
-        self.lm_head = nn.Linear(d_model, vocab_size, bias=False)
-        if tie_embeddings:
-            self.lm_head.weight = self.token_embedding.weight
-
-    def num_parameters(self) -> int:
-        """Number of distinct trainable parameters."""
-        return sum(p.numel() for p in self.parameters())
-
-    def forward(self, input_ids: Tensor, state: Tensor | None = None,
-                return_state: bool = False) -> Tensor | tuple[Tensor, Tensor]:
-        """Logits ``(B, L, V)`` for ``input_ids`` ``(B, L)``; with ``return_state`` also the
-        final state ``(n_layers, B, d_model)``, to continue from.
-
-        Raises:
-            ValueError: if ``input_ids`` is not a 2-D integer tensor with ids in ``[0, V)``.
-        """
-        if input_ids.dim() != 2 or input_ids.is_floating_point() or input_ids.shape[1] < 1:
-            raise ValueError(f"GRULanguageModel: expected integer input_ids of shape (B, L), L >= 1, received "
-                             f"{tuple(input_ids.shape)} {input_ids.dtype}")
-        if int(input_ids.min()) < 0 or int(input_ids.max()) >= self.vocab_size:
-            raise ValueError(f"GRULanguageModel: token ids must lie in [0, {self.vocab_size}), received "
-                             f"min {int(input_ids.min())}, max {int(input_ids.max())}")
-        hidden, state = self.gru(self.token_embedding(input_ids), state)  # (B, L, D), (n_layers, B, D)
-        logits = self.lm_head(self.dropout(hidden))  # (B, L, V)
-        return (logits, state) if return_state else logits
-
-    @torch.no_grad()
-    def generate(self, input_ids: Tensor, max_new_tokens: int, temperature: float = 1.0, top_k: int | None = None,
-                 generator: torch.Generator | None = None) -> Tensor:
-        """Append ``max_new_tokens`` sampled tokens; arguments as :meth:`DecoderOnlyTransformer.generate`.
-
-        Returns:
-            ``(B, L + max_new_tokens)`` int64.
-        """
-        if isinstance(max_new_tokens, bool) or not isinstance(max_new_tokens, int) or max_new_tokens < 0:
-            raise ValueError(f"generate: expected an int max_new_tokens >= 0, received {max_new_tokens!r}")
-        was_training = self.training
-        self.eval()
-        try:
-            tokens, feed, state = input_ids, input_ids, None
-            for _ in range(max_new_tokens):
-                logits, state = self(feed, state, return_state=True)
-                feed = sample_next_token(logits[:, -1], temperature, top_k, generator)  # (B, 1)
-                tokens = torch.cat((tokens, feed), dim=1)
-        finally:
-            self.train(was_training)
-        return tokens

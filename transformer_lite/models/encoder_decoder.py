@@ -25,11 +25,12 @@ from dataclasses import asdict, dataclass
 import torch
 from torch import Tensor, nn
 
-from .blocks import TransformerBlock
-from .decoder import DecoderBlock
-from .masks import padding_mask
-from .normalization import LayerNorm
-from .positional import SinusoidalPositionalEncoding, _check_positive_int
+from ..nn.blocks import TransformerBlock
+from ..nn.blocks import DecoderBlock
+from ..nn.masks import padding_mask
+from ..nn.normalization import LayerNorm
+from ..nn.positional import SinusoidalPositionalEncoding
+from ..checks import check_positive_int
 
 __all__ = ["TransformerEncoder", "TransformerDecoder", "EncoderDecoderConfig", "EncoderDecoderTransformer",
            "greedy_decode"]
@@ -41,12 +42,12 @@ def _final_norm(d_model: int, eps: float, norm_first: bool, final_norm: bool | N
 
 
 class TransformerEncoder(nn.Module):
-    """A stack of ``n_layers`` :class:`~transformer_lite.blocks.TransformerBlock`, plus a final LayerNorm if pre-norm.
+    """A stack of ``n_layers`` :class:`~transformer_lite.nn.blocks.TransformerBlock`, plus a final LayerNorm if pre-norm.
 
     Args:
         n_layers: number of blocks N.
         d_model, n_heads, d_ff, dropout, activation, norm_first, eps: as
-            :class:`~transformer_lite.blocks.TransformerBlock` (every block alike).
+            :class:`~transformer_lite.nn.blocks.TransformerBlock` (every block alike).
         final_norm: whether a LayerNorm follows the last block. ``None``
             (default): only for a pre-norm stack (``norm_first=True``). ``True``
             always, as torch's ``nn.Transformer``; ``False`` never.
@@ -62,7 +63,7 @@ class TransformerEncoder(nn.Module):
                  activation: str = "relu", norm_first: bool = False, eps: float = 1e-5,
                  final_norm: bool | None = None) -> None:
         super().__init__()
-        _check_positive_int("TransformerEncoder", "n_layers", n_layers)
+        check_positive_int("TransformerEncoder", "n_layers", n_layers)
         self.norm_first = norm_first
         self.layers = nn.ModuleList(TransformerBlock(d_model, n_heads, d_ff, dropout, activation, norm_first, eps)
                                     for _ in range(n_layers))
@@ -117,12 +118,12 @@ class TransformerEncoder(nn.Module):
 
 
 class TransformerDecoder(nn.Module):
-    """A stack of ``n_layers`` :class:`~transformer_lite.decoder.DecoderBlock`, plus a final LayerNorm if pre-norm.
+    """A stack of ``n_layers`` :class:`~transformer_lite.nn.blocks.DecoderBlock`, plus a final LayerNorm if pre-norm.
 
     Args:
         n_layers: number of blocks N.
         d_model, n_heads, d_ff, dropout, activation, norm_first, eps: as
-            :class:`~transformer_lite.decoder.DecoderBlock` (every block alike).
+            :class:`~transformer_lite.nn.blocks.DecoderBlock` (every block alike).
         final_norm: as :class:`TransformerEncoder` (``None``: only if pre-norm).
 
     Attributes:
@@ -136,7 +137,7 @@ class TransformerDecoder(nn.Module):
                  activation: str = "relu", norm_first: bool = False, eps: float = 1e-5,
                  final_norm: bool | None = None) -> None:
         super().__init__()
-        _check_positive_int("TransformerDecoder", "n_layers", n_layers)
+        check_positive_int("TransformerDecoder", "n_layers", n_layers)
         self.norm_first = norm_first
         self.layers = nn.ModuleList(DecoderBlock(d_model, n_heads, d_ff, dropout, activation, norm_first, eps)
                                     for _ in range(n_layers))
@@ -213,7 +214,7 @@ class EncoderDecoderConfig:
     def __post_init__(self) -> None:
         for name in ("src_vocab_size", "tgt_vocab_size", "d_model", "n_heads", "n_encoder_layers",
                      "n_decoder_layers", "d_ff", "max_len"):
-            _check_positive_int("EncoderDecoderConfig", name, getattr(self, name))
+            check_positive_int("EncoderDecoderConfig", name, getattr(self, name))
         if self.d_model % self.n_heads:
             raise ValueError(f"EncoderDecoderConfig: d_model must be divisible by n_heads, received "
                              f"d_model={self.d_model}, n_heads={self.n_heads}")
@@ -241,7 +242,7 @@ class EncoderDecoderTransformer(nn.Module):
     so that after the ``sqrt(d_model)`` scaling their entries have unit
     variance, the same order as the sinusoid's.
 
-    Padding masks follow :func:`~transformer_lite.masks.padding_mask`:
+    Padding masks follow :func:`~transformer_lite.nn.masks.padding_mask`:
     ``src_padding``/``tgt_padding`` are ``(B, len)`` bool (or 0/1) tensors with
     ``True`` = a real token, ``False`` = padding (the ``attention_mask`` of
     Hugging Face tokenizers; the opposite of torch's ``*_key_padding_mask``).
@@ -454,7 +455,7 @@ def greedy_decode(model: EncoderDecoderTransformer, src_ids: Tensor, max_len: in
     """
     if not isinstance(model, EncoderDecoderTransformer):
         raise ValueError(f"greedy_decode: expected an EncoderDecoderTransformer, received {type(model).__name__}")
-    _check_positive_int("greedy_decode", "max_len", max_len)
+    check_positive_int("greedy_decode", "max_len", max_len)
     if max_len + 1 > model.config.max_len:
         raise ValueError(f"greedy_decode: BOS + max_len={max_len} tokens need {max_len + 1} positions, but the model "
                          f"accepts max_len={model.config.max_len}")

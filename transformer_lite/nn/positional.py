@@ -7,7 +7,10 @@ absolute position embedding used by BERT and GPT-2 (Devlin et al., 2019;
 Radford et al., 2019) -- Vaswani et al. report the two giving nearly identical
 results -- and the rotary embedding (RoPE) of Su et al. Position information
 added to the attention *scores* (relative biases, ALiBi) is in
-:mod:`transformer_lite.relative`.
+:mod:`transformer_lite.nn.relative_position`.
+
+The sinusoid and RoPE turn pair ``i`` of features by the same angle per position,
+``omega_i = base^(-2i/d)``: :func:`rotation_frequencies` computes it for both.
 """
 
 from __future__ import annotations
@@ -15,19 +18,33 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
-__all__ = ["sinusoidal_positional_encoding", "SinusoidalPositionalEncoding", "LearnedPositionalEmbedding",
-           "RotaryEmbedding", "apply_rotary"]
+from ..checks import check_positive_int
+
+__all__ = ["rotation_frequencies", "sinusoidal_positional_encoding", "SinusoidalPositionalEncoding",
+           "LearnedPositionalEmbedding", "RotaryEmbedding", "apply_rotary"]
 
 
-def _check_positive_int(owner: str, name: str, n) -> None:
-    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
-        raise ValueError(f"{owner}: expected {name} to be a positive int, received {n!r}")
+def rotation_frequencies(d: int, base: float = 10000.0, dtype: torch.dtype = torch.float64,
+                         device: torch.device | str | None = None) -> Tensor:
+    """Angle per position of each feature pair: ``omega_i = base^(-2i/d)``, ``i = 0 .. ceil(d/2) - 1``.
+
+    Source: Vaswani et al. (2017), Sec. 3.5 (the sinusoid's ``pos / 10000^(2i/d_model)``);
+    Su et al. (RoFormer), Eq. (15) (RoPE's ``theta_i = 10000^(-2(i-1)/d)``, ``i`` counted from 1).
+
+    Args:
+        d: the number of features (``d_model`` for the sinusoid, ``d_head`` for RoPE); the callers check it.
+        base: the wavelength base (10000 in both papers).
+        dtype, device: of the result.
+
+    Returns:
+        ``(ceil(d/2),)`` radians per position, from 1 down to almost ``1/base``.
+    """
+    return base ** (-torch.arange(0, d, 2, dtype=dtype, device=device) / d)  # (ceil(d/2),): 2i / d for pair i
 
 
 def _sinusoid_rows(positions: Tensor, d_model: int, base: float) -> Tensor:
     """Rows of the sinusoidal table for the given positions, in float64: ``(len(positions), d_model)``."""
-    pair = torch.arange((d_model + 1) // 2, dtype=torch.float64, device=positions.device)  # i = 0 .. ceil(D/2) - 1
-    freq = base ** (-2.0 * pair / d_model)  # omega_i = 1 / base^(2i/D), radians per position
+    freq = rotation_frequencies(d_model, base, device=positions.device)  # omega_i, radians per position
     angles = positions.to(torch.float64)[:, None] * freq  # (L, ceil(D/2))
     pairs = torch.stack((torch.sin(angles), torch.cos(angles)), dim=-1)  # (L, ceil(D/2), 2): (sin, cos) of pair i
     # Flatten the pairs in order: sin_0, cos_0, sin_1, cos_1, ... For odd D the final cosine is cut off,
@@ -68,8 +85,8 @@ def sinusoidal_positional_encoding(seq_len: int, d_model: int, *, base: float = 
         ValueError: if ``seq_len`` or ``d_model`` is not a positive int, ``base``
             is not greater than 1, or ``dtype`` is not floating.
     """
-    _check_positive_int("sinusoidal_positional_encoding", "seq_len", seq_len)
-    _check_positive_int("sinusoidal_positional_encoding", "d_model", d_model)
+    check_positive_int("sinusoidal_positional_encoding", "seq_len", seq_len)
+    check_positive_int("sinusoidal_positional_encoding", "d_model", d_model)
     if not base > 1:
         raise ValueError(f"sinusoidal_positional_encoding: expected base > 1, received {base!r}")
     if not dtype.is_floating_point:
@@ -102,8 +119,8 @@ class SinusoidalPositionalEncoding(nn.Module):
 
     def __init__(self, d_model: int, max_len: int, dropout: float = 0.0, base: float = 10000.0) -> None:
         super().__init__()
-        _check_positive_int("SinusoidalPositionalEncoding", "d_model", d_model)
-        _check_positive_int("SinusoidalPositionalEncoding", "max_len", max_len)
+        check_positive_int("SinusoidalPositionalEncoding", "d_model", d_model)
+        check_positive_int("SinusoidalPositionalEncoding", "max_len", max_len)
         if not 0.0 <= dropout < 1.0:
             raise ValueError(f"SinusoidalPositionalEncoding: expected 0 <= dropout < 1, received {dropout}")
         if not base > 1:
@@ -221,11 +238,21 @@ def apply_rotary(x: Tensor, positions: Tensor, base: float = 10000.0, interleave
     L, d = x.shape[-2], x.shape[-1]
     if positions.dim() != 1 or positions.shape[0] != L:
         raise ValueError(f"apply_rotary: expected positions of shape ({L},), received {tuple(positions.shape)}")
-    compute = torch.float64 if x.dtype == torch.float64 else torch.float32
-    theta = base ** (-torch.arange(0, d, 2, dtype=compute, device=x.device) / d)  # (d/2,)
+    compute = _compute_dtype(x)
+    theta = rotation_frequencies(d, base, compute, x.device)  # (d/2,)
     angles = positions.to(device=x.device, dtype=compute)[:, None] * theta  # (L, d/2)
-    cos, sin = torch.cos(angles), torch.sin(angles)
-    xc = x.to(compute)
+    return _rotate(x, torch.cos(angles), torch.sin(angles), interleaved)
+
+
+def _compute_dtype(x: Tensor) -> torch.dtype:
+    """RoPE's angles in float64 for float64 inputs, else in float32 (also for half precision)."""
+    return torch.float64 if x.dtype == torch.float64 else torch.float32
+
+
+def _rotate(x: Tensor, cos: Tensor, sin: Tensor, interleaved: bool) -> Tensor:
+    """Rotate the feature pairs of ``x`` ``(..., L, d)`` by the angles whose ``cos``/``sin`` are ``(L, d/2)``."""
+    d = x.shape[-1]
+    xc = x.to(cos.dtype)
     if interleaved:
         a, b = xc[..., 0::2], xc[..., 1::2]  # (..., L, d/2) each: features 2j and 2j+1
     else:
@@ -255,9 +282,37 @@ class RotaryEmbedding(nn.Module):
         if d_head < 2 or d_head % 2 != 0:
             raise ValueError(f"RotaryEmbedding: expected a positive even d_head, received {d_head}")
         self.d_head, self.base, self.interleaved = d_head, base, interleaved
+        # cos and sin of the angles of positions 0 .. n - 1, per (dtype, device), each (n, d_head/2);
+        # grown (doubled) when a longer context asks for more. Not a buffer: not saved, not cast by .to().
+        self._cos_sin: dict[tuple[torch.dtype, torch.device], tuple[Tensor, Tensor]] = {}
+
+    def cos_sin(self, end: int, dtype: torch.dtype, device: torch.device | str) -> tuple[Tensor, Tensor]:
+        """Cached ``cos`` and ``sin`` of the angles ``m theta_j`` for positions ``m = 0 .. n - 1``, ``n >= end``.
+
+        Computed once per dtype and device (and again, for twice the length, when a longer
+        context needs more rows), with the operations of :func:`apply_rotary`, so a slice of
+        the cache equals what :func:`apply_rotary` computes for those positions.
+
+        Returns:
+            ``(cos, sin)``, each ``(n, d_head/2)`` with ``n >= end``.
+        """
+        key = (dtype, torch.device(device))
+        cached = self._cos_sin.get(key)
+        if cached is None or cached[0].shape[0] < end:
+            n = max(end, 2 * cached[0].shape[0] if cached is not None else end)
+            # Normal tensors even when first called under inference_mode, so that training can reuse them.
+            with torch.inference_mode(False), torch.no_grad():
+                theta = rotation_frequencies(self.d_head, self.base, dtype, device)  # (d/2,)
+                angles = torch.arange(n, device=device).to(dtype)[:, None] * theta  # (n, d/2)
+                cached = self._cos_sin[key] = (torch.cos(angles), torch.sin(angles))
+        return cached
 
     def forward(self, x: Tensor, offset: int = 0) -> Tensor:
         """Rotate ``x`` of shape ``(..., L, d_head)`` whose rows sit at positions ``offset .. offset + L - 1``.
+
+        Equal to ``apply_rotary(x, arange(offset, offset + L), base, interleaved)``, with the
+        cosines and sines read from a cache instead of recomputed at every call (a decoding
+        step with a key/value cache calls this twice per layer).
 
         Raises:
             ValueError: if the last dimension of ``x`` is not ``d_head`` or ``offset`` is negative.
@@ -265,8 +320,9 @@ class RotaryEmbedding(nn.Module):
         if x.shape[-1] != self.d_head or offset < 0:
             raise ValueError(f"RotaryEmbedding: expected x of shape (..., L, {self.d_head}) and offset >= 0, "
                              f"received {tuple(x.shape)} and offset={offset}")
-        positions = torch.arange(offset, offset + x.shape[-2], device=x.device)
-        return apply_rotary(x, positions, base=self.base, interleaved=self.interleaved)
+        end = offset + x.shape[-2]
+        cos, sin = self.cos_sin(end, _compute_dtype(x), x.device)
+        return _rotate(x, cos[offset:end], sin[offset:end], self.interleaved)
 
     def extra_repr(self) -> str:
         return f"d_head={self.d_head}, base={self.base}, interleaved={self.interleaved}"
