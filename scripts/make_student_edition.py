@@ -15,7 +15,7 @@ Rules, applied to every notebook of the source folder:
   ``{solution-start}``/``{solution-end}`` fences that hide it in the book) is dropped;
 * all outputs and execution counts are cleared: students run the notebooks themselves.
 
-The checkers in :mod:`transformer_lite.exercises` print "not implemented yet"
+The checkers in :mod:`transformer_lite.book.exercises` print "not implemented yet"
 for a stub, so a student notebook runs from top to bottom before any exercise is done.
 """
 
