@@ -313,13 +313,13 @@ def test_config_errors():
 def test_model_input_errors():
     model = small_model()
     src, tgt = torch.tensor([[1, 2, 3]]), torch.tensor([[0, 4]])
-    with pytest.raises(ValueError, match=r"src_ids as an integer tensor of shape \(B, len\), received \(3,\)"):
+    with pytest.raises(ValueError, match=r"expected integer src_ids of shape \(B, L\), received \(3,\) torch.int64"):
         model(src[0], tgt)
-    with pytest.raises(ValueError, match="of dtype torch.float32"):
+    with pytest.raises(ValueError, match=r"received \(1, 3\) torch.float32"):
         model(src.float(), tgt)
-    with pytest.raises(ValueError, match=r"tgt_ids in 0..9, received values 0..10"):
+    with pytest.raises(ValueError, match=r"token ids must lie in \[0, 10\), received min 0, max 10 in tgt_ids"):
         model(src, torch.tensor([[0, 10]]))
-    with pytest.raises(ValueError, match=r"src_ids in 0..11, received values -1..3"):
+    with pytest.raises(ValueError, match=r"token ids must lie in \[0, 12\), received min -1, max 3 in src_ids"):
         model(torch.tensor([[-1, 2, 3]]), tgt)
     with pytest.raises(ValueError, match=r"one batch size, received \(1, 3\) and \(2, 2\)"):
         model(src, tgt.expand(2, 2))

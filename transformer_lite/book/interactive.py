@@ -19,13 +19,6 @@ from torch import Tensor
 
 __all__ = ["attention_layers_figure", "mask_alignment_figure", "mask_variants_figure", "show"]
 
-# Serialize with the standard library's json, not orjson: plotly picks orjson whenever it is
-# importable, and the two write floats and non-ASCII characters differently, which would make
-# the stored notebook outputs depend on what else happens to be installed.
-import plotly.io as _pio  # noqa: E402
-
-_pio.json.config.default_engine = "json"
-
 _MASK_COLORSCALE = [[0.0, "#00224e"], [0.5, "#00224e"], [0.5, "#fee838"], [1.0, "#fee838"]]  # cividis ends
 _DECIMALS = 4  # stored weights are rounded: smaller pages, and outputs that compare exactly across runs
 
@@ -208,8 +201,17 @@ def show(fig, div_id: str, alt: str) -> None:
         raise ValueError("show: expected a non-empty alt text describing the figure")
     import html as html_lib
 
-    html = fig.to_html(full_html=False, include_plotlyjs=False, div_id=div_id,
-                       config={"displaylogo": False, "responsive": True})
+    import plotly.io as pio
+
+    # Serialize with the standard library's json, not orjson: plotly picks orjson whenever it is
+    # importable, and the two write floats and non-ASCII characters differently, which would make
+    # the stored notebook outputs depend on what else happens to be installed. Set for this call only.
+    engine, pio.json.config.default_engine = pio.json.config.default_engine, "json"
+    try:
+        html = fig.to_html(full_html=False, include_plotlyjs=False, div_id=div_id,
+                           config={"displaylogo": False, "responsive": True})
+    finally:
+        pio.json.config.default_engine = engine
     html = f'<div role="figure" aria-label="{html_lib.escape(alt, quote=True)}">{html}</div>'
     display({"application/vnd.plotly.v1+json": fig.to_plotly_json(), "text/html": html}, raw=True)
 

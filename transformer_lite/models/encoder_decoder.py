@@ -30,7 +30,7 @@ from ..nn.blocks import DecoderBlock
 from ..nn.masks import padding_mask
 from ..nn.normalization import LayerNorm
 from ..nn.positional import SinusoidalPositionalEncoding
-from ..checks import check_positive_int
+from ..checks import check_positive_int, check_token_ids, eval_mode
 
 __all__ = ["TransformerEncoder", "TransformerDecoder", "EncoderDecoderConfig", "EncoderDecoderTransformer",
            "greedy_decode"]
@@ -41,7 +41,40 @@ def _final_norm(d_model: int, eps: float, norm_first: bool, final_norm: bool | N
     return LayerNorm(d_model, eps=eps) if use else None
 
 
-class TransformerEncoder(nn.Module):
+class _Stack(nn.Module):
+    """``n_layers`` equal blocks and a final LayerNorm: what the encoder and the decoder stacks share."""
+
+    block: type[TransformerBlock] | type[DecoderBlock]  # the block class, set by each stack
+
+    def __init__(self, n_layers: int, d_model: int, n_heads: int, d_ff: int, dropout: float = 0.0,
+                 activation: str = "relu", norm_first: bool = False, eps: float = 1e-5,
+                 final_norm: bool | None = None) -> None:
+        super().__init__()
+        check_positive_int(type(self).__name__, "n_layers", n_layers)
+        self.norm_first = norm_first
+        self.layers = nn.ModuleList(self.block(d_model, n_heads, d_ff, dropout, activation, norm_first, eps)
+                                    for _ in range(n_layers))
+        self.norm = _final_norm(d_model, eps, norm_first, final_norm)
+
+    @classmethod
+    def _from_torch(cls, stack: nn.Module, expected: type) -> "_Stack":
+        """Copy a torch stack (``nn.TransformerEncoder``/``nn.TransformerDecoder``) layer by layer."""
+        if not isinstance(stack, expected):
+            raise ValueError(f"{cls.__name__}.from_torch: expected nn.{expected.__name__}, "
+                             f"received {type(stack).__name__}")
+        blocks = [cls.block.from_torch(layer) for layer in stack.layers]
+        first = blocks[0]
+        ours = cls(len(blocks), first.self_attn.d_model, first.self_attn.n_heads, first.ff.d_ff,
+                   dropout=first.dropout1.p, activation=first.ff.activation, norm_first=first.norm_first,
+                   eps=first.norm1.eps, final_norm=stack.norm is not None)
+        ours.layers = nn.ModuleList(blocks)
+        if stack.norm is not None:
+            ours.norm = LayerNorm.from_torch(stack.norm)
+        ref = stack.layers[0].linear1.weight
+        return ours.to(dtype=ref.dtype, device=ref.device)
+
+
+class TransformerEncoder(_Stack):
     """A stack of ``n_layers`` :class:`~transformer_lite.nn.blocks.TransformerBlock`, plus a final LayerNorm if pre-norm.
 
     Args:
@@ -59,22 +92,14 @@ class TransformerEncoder(nn.Module):
         ValueError: if ``n_layers`` is not a positive int, or as ``TransformerBlock``.
     """
 
-    def __init__(self, n_layers: int, d_model: int, n_heads: int, d_ff: int, dropout: float = 0.0,
-                 activation: str = "relu", norm_first: bool = False, eps: float = 1e-5,
-                 final_norm: bool | None = None) -> None:
-        super().__init__()
-        check_positive_int("TransformerEncoder", "n_layers", n_layers)
-        self.norm_first = norm_first
-        self.layers = nn.ModuleList(TransformerBlock(d_model, n_heads, d_ff, dropout, activation, norm_first, eps)
-                                    for _ in range(n_layers))
-        self.norm = _final_norm(d_model, eps, norm_first, final_norm)
+    block = TransformerBlock
 
     def forward(self, x: Tensor, attn_mask: Tensor | None = None,
-                is_causal: bool = False) -> tuple[Tensor, list[Tensor]]:
+                is_causal: bool = False) -> tuple[Tensor, tuple[Tensor, ...]]:
         """Run ``x`` of shape ``(B, L, d_model)`` through every block (same mask for all).
 
         Returns:
-            ``(y, weights)``: ``y`` ``(B, L, d_model)`` and a list of ``n_layers``
+            ``(y, weights)``: ``y`` ``(B, L, d_model)`` and a tuple of ``n_layers``
             self-attention weight tensors ``(B, H, L, L)``, first layer first.
 
         Raises:
@@ -86,7 +111,7 @@ class TransformerEncoder(nn.Module):
             weights.append(w)
         if self.norm is not None:
             x = self.norm(x)
-        return x, weights
+        return x, tuple(weights)
 
     @classmethod
     def from_torch(cls, encoder: nn.TransformerEncoder) -> "TransformerEncoder":
@@ -102,22 +127,10 @@ class TransformerEncoder(nn.Module):
             ValueError: if ``encoder`` is not an ``nn.TransformerEncoder``, its norm
                 is not an ``nn.LayerNorm``, or as :meth:`TransformerBlock.from_torch`.
         """
-        if not isinstance(encoder, nn.TransformerEncoder):
-            raise ValueError(f"TransformerEncoder.from_torch: expected nn.TransformerEncoder, "
-                             f"received {type(encoder).__name__}")
-        blocks = [TransformerBlock.from_torch(layer) for layer in encoder.layers]
-        first = blocks[0]
-        ours = cls(len(blocks), first.self_attn.d_model, first.self_attn.n_heads, first.ff.d_ff,
-                   dropout=first.dropout1.p, activation=first.ff.activation, norm_first=first.norm_first,
-                   eps=first.norm1.eps, final_norm=encoder.norm is not None)
-        ours.layers = nn.ModuleList(blocks)
-        if encoder.norm is not None:
-            ours.norm = LayerNorm.from_torch(encoder.norm)
-        ref = encoder.layers[0].linear1.weight
-        return ours.to(dtype=ref.dtype, device=ref.device)
+        return cls._from_torch(encoder, nn.TransformerEncoder)
 
 
-class TransformerDecoder(nn.Module):
+class TransformerDecoder(_Stack):
     """A stack of ``n_layers`` :class:`~transformer_lite.nn.blocks.DecoderBlock`, plus a final LayerNorm if pre-norm.
 
     Args:
@@ -133,25 +146,17 @@ class TransformerDecoder(nn.Module):
         ValueError: if ``n_layers`` is not a positive int, or as ``DecoderBlock``.
     """
 
-    def __init__(self, n_layers: int, d_model: int, n_heads: int, d_ff: int, dropout: float = 0.0,
-                 activation: str = "relu", norm_first: bool = False, eps: float = 1e-5,
-                 final_norm: bool | None = None) -> None:
-        super().__init__()
-        check_positive_int("TransformerDecoder", "n_layers", n_layers)
-        self.norm_first = norm_first
-        self.layers = nn.ModuleList(DecoderBlock(d_model, n_heads, d_ff, dropout, activation, norm_first, eps)
-                                    for _ in range(n_layers))
-        self.norm = _final_norm(d_model, eps, norm_first, final_norm)
+    block = DecoderBlock
 
     def forward(self, x: Tensor, memory: Tensor, attn_mask: Tensor | None = None, memory_mask: Tensor | None = None,
-                is_causal: bool = False) -> tuple[Tensor, list[Tensor], list[Tensor]]:
+                is_causal: bool = False) -> tuple[Tensor, tuple[Tensor, ...], tuple[Tensor, ...]]:
         """Run target states ``x`` ``(B, L, d_model)`` through every block, all attending to ``memory`` ``(B, S, D)``.
 
         Args: as :meth:`DecoderBlock.forward` (the same masks for every block).
 
         Returns:
             ``(y, self_weights, cross_weights)``: ``y`` ``(B, L, d_model)``, and two
-            lists of ``n_layers`` tensors, ``(B, H, L, L)`` and ``(B, H, L, S)``.
+            tuples of ``n_layers`` tensors, ``(B, H, L, L)`` and ``(B, H, L, S)``.
 
         Raises:
             ValueError: as :meth:`DecoderBlock.forward`.
@@ -163,7 +168,7 @@ class TransformerDecoder(nn.Module):
             cross_weights.append(cw)
         if self.norm is not None:
             x = self.norm(x)
-        return x, self_weights, cross_weights
+        return x, tuple(self_weights), tuple(cross_weights)
 
     @classmethod
     def from_torch(cls, decoder: nn.TransformerDecoder) -> "TransformerDecoder":
@@ -173,19 +178,7 @@ class TransformerDecoder(nn.Module):
             ValueError: if ``decoder`` is not an ``nn.TransformerDecoder``, its norm
                 is not an ``nn.LayerNorm``, or as :meth:`DecoderBlock.from_torch`.
         """
-        if not isinstance(decoder, nn.TransformerDecoder):
-            raise ValueError(f"TransformerDecoder.from_torch: expected nn.TransformerDecoder, "
-                             f"received {type(decoder).__name__}")
-        blocks = [DecoderBlock.from_torch(layer) for layer in decoder.layers]
-        first = blocks[0]
-        ours = cls(len(blocks), first.d_model, first.self_attn.n_heads, first.ff.d_ff,
-                   dropout=first.dropout1.p, activation=first.ff.activation, norm_first=first.norm_first,
-                   eps=first.norm1.eps, final_norm=decoder.norm is not None)
-        ours.layers = nn.ModuleList(blocks)
-        if decoder.norm is not None:
-            ours.norm = LayerNorm.from_torch(decoder.norm)
-        ref = decoder.layers[0].linear1.weight
-        return ours.to(dtype=ref.dtype, device=ref.device)
+        return cls._from_torch(decoder, nn.TransformerDecoder)
 
 
 @dataclass(frozen=True)
@@ -282,15 +275,6 @@ class EncoderDecoderTransformer(nn.Module):
         for emb in (self.src_embed, self.tgt_embed):
             nn.init.normal_(emb.weight, std=self.config.d_model ** -0.5)
 
-    def _check_ids(self, name: str, ids: Tensor, vocab_size: int) -> None:
-        if not isinstance(ids, Tensor) or ids.dim() != 2 or ids.is_floating_point() or ids.dtype == torch.bool:
-            shape = tuple(ids.shape) if isinstance(ids, Tensor) else type(ids).__name__
-            raise ValueError(f"EncoderDecoderTransformer: expected {name} as an integer tensor of shape (B, len), "
-                             f"received {shape}" + (f" of dtype {ids.dtype}" if isinstance(ids, Tensor) else ""))
-        if ids.numel() and (ids.min() < 0 or ids.max() >= vocab_size):
-            raise ValueError(f"EncoderDecoderTransformer: expected {name} in 0..{vocab_size - 1}, "
-                             f"received values {int(ids.min())}..{int(ids.max())}")
-
     def _padding(self, name: str, valid: Tensor | None, ids: Tensor) -> Tensor | None:
         if valid is None:
             return None
@@ -304,7 +288,7 @@ class EncoderDecoderTransformer(nn.Module):
         x = table(ids) * math.sqrt(self.config.d_model)  # (B, len, D), Vaswani et al. Sec. 3.4
         return self.pos(x, offset=offset)  # + PE, then dropout
 
-    def encode(self, src_ids: Tensor, src_padding: Tensor | None = None) -> tuple[Tensor, list[Tensor]]:
+    def encode(self, src_ids: Tensor, src_padding: Tensor | None = None) -> tuple[Tensor, tuple[Tensor, ...]]:
         """Encode the source.
 
         Args:
@@ -312,19 +296,19 @@ class EncoderDecoderTransformer(nn.Module):
             src_padding: optional ``(B, S)`` bool/0-1, ``True`` = real token.
 
         Returns:
-            ``(memory, weights)``: ``memory`` ``(B, S, d_model)`` and the list of
+            ``(memory, weights)``: ``memory`` ``(B, S, d_model)`` and the tuple of
             per-layer encoder self-attention weights ``(B, H, S, S)``.
 
         Raises:
             ValueError: for ids that are not ``(B, S)`` integers in the vocabulary,
                 a padding marker of another shape, or ``S > max_len``.
         """
-        self._check_ids("src_ids", src_ids, self.config.src_vocab_size)
+        check_token_ids("EncoderDecoderTransformer", "src_ids", src_ids, self.config.src_vocab_size)
         src_mask = self._padding("src_padding", src_padding, src_ids)
         return self.encoder(self._embed(src_ids, self.src_embed), attn_mask=src_mask)
 
     def decode(self, tgt_ids: Tensor, memory: Tensor, src_padding: Tensor | None = None,
-               tgt_padding: Tensor | None = None) -> tuple[Tensor, list[Tensor], list[Tensor]]:
+               tgt_padding: Tensor | None = None) -> tuple[Tensor, tuple[Tensor, ...], tuple[Tensor, ...]]:
         """Decode the target prefix ``tgt_ids`` against ``memory`` (causal self-attention).
 
         Args:
@@ -343,7 +327,7 @@ class EncoderDecoderTransformer(nn.Module):
             ValueError: for ids or padding markers of the wrong shape or range,
                 ``L > max_len``, or a ``memory`` that does not fit.
         """
-        self._check_ids("tgt_ids", tgt_ids, self.config.tgt_vocab_size)
+        check_token_ids("EncoderDecoderTransformer", "tgt_ids", tgt_ids, self.config.tgt_vocab_size)
         if src_padding is not None and (not isinstance(memory, Tensor) or memory.dim() != 3
                                         or tuple(src_padding.shape) != tuple(memory.shape[:2])):
             raise ValueError(f"EncoderDecoderTransformer.decode: expected src_padding of shape (B, S) matching memory "
@@ -463,21 +447,16 @@ def greedy_decode(model: EncoderDecoderTransformer, src_ids: Tensor, max_len: in
         if isinstance(tok, bool) or not isinstance(tok, int) or not 0 <= tok < model.config.tgt_vocab_size:
             raise ValueError(f"greedy_decode: expected {name} in 0..{model.config.tgt_vocab_size - 1}, "
                              f"received {tok!r}")
-    was_training = model.training
-    model.eval()
-    try:
-        with torch.no_grad():
-            memory, _ = model.encode(src_ids, src_padding)
-            out = torch.full((src_ids.shape[0], 1), bos_id, dtype=torch.long, device=src_ids.device)  # (B, 1)
-            done = torch.zeros(src_ids.shape[0], dtype=torch.bool, device=src_ids.device)  # (B,)
-            for _ in range(max_len):
-                logits, _, _ = model.decode(out, memory, src_padding)  # (B, t, V)
-                nxt = logits[:, -1].argmax(dim=-1)  # (B,)
-                nxt = torch.where(done, torch.full_like(nxt, eos_id), nxt)
-                out = torch.cat([out, nxt[:, None]], dim=1)  # (B, t + 1)
-                done = done | (nxt == eos_id)
-                if bool(done.all()):
-                    break
-    finally:
-        model.train(was_training)
+    with eval_mode(model), torch.no_grad():
+        memory, _ = model.encode(src_ids, src_padding)
+        out = torch.full((src_ids.shape[0], 1), bos_id, dtype=torch.long, device=src_ids.device)  # (B, 1)
+        done = torch.zeros(src_ids.shape[0], dtype=torch.bool, device=src_ids.device)  # (B,)
+        for _ in range(max_len):
+            logits, _, _ = model.decode(out, memory, src_padding)  # (B, t, V)
+            nxt = logits[:, -1].argmax(dim=-1)  # (B,)
+            nxt = torch.where(done, torch.full_like(nxt, eos_id), nxt)
+            out = torch.cat([out, nxt[:, None]], dim=1)  # (B, t + 1)
+            done = done | (nxt == eos_id)
+            if bool(done.all()):
+                break
     return out

@@ -25,6 +25,7 @@ import torch
 from safetensors.torch import load_file
 from torch import Tensor, nn
 
+from ..checks import check_token_ids
 from .files import installed_files
 from ..nn.blocks import TransformerBlock
 from ..nn.masks import padding_mask
@@ -116,12 +117,7 @@ class BertEncoder(nn.Module):
             ValueError: if ``input_ids`` is not a 2-D integer tensor, ids fall outside
                 the vocabulary, ``L > max_len``, or the mask / token types have another shape.
         """
-        if input_ids.dim() != 2 or input_ids.is_floating_point() or input_ids.dtype == torch.bool:
-            raise ValueError(f"BertEncoder: expected integer input_ids of shape (B, L), received "
-                             f"{tuple(input_ids.shape)} {input_ids.dtype}")
-        if input_ids.numel() and (int(input_ids.min()) < 0 or int(input_ids.max()) >= self.config.vocab_size):
-            raise ValueError(f"BertEncoder: token ids must lie in [0, {self.config.vocab_size}), received "
-                             f"min {int(input_ids.min())}, max {int(input_ids.max())}")
+        check_token_ids("BertEncoder", "input_ids", input_ids, self.config.vocab_size)
         B, L = input_ids.shape
         for name, t in (("attention_mask", attention_mask), ("token_type_ids", token_type_ids)):
             if t is not None and tuple(t.shape) != (B, L):
