@@ -33,8 +33,9 @@ def test_hand_computed_two_features():
     # d = 2: one pair, theta_0 = 1, so position m rotates by m radians.
     x = torch.tensor([[1.0, 0.0], [1.0, 0.0], [0.0, 1.0]], dtype=torch.float64)
     out = apply_rotary(x, torch.tensor([0, 1, 2]))
-    expected = torch.tensor([[1.0, 0.0], [math.cos(1), math.sin(1)], [-math.sin(2), math.cos(2)]],
-                            dtype=torch.float64)
+    expected = torch.tensor(
+        [[1.0, 0.0], [math.cos(1), math.sin(1)], [-math.sin(2), math.cos(2)]], dtype=torch.float64
+    )
     assert torch.allclose(out, expected, atol=1e-12)
 
 
@@ -48,27 +49,41 @@ def test_position_zero_is_identity_and_norms_are_kept():
 def test_non_interleaved_is_a_feature_permutation_of_interleaved():
     x = torch.randn(5, 12, dtype=torch.float64)
     pos = torch.arange(5)
-    perm = torch.cat([torch.arange(0, 12, 2), torch.arange(1, 12, 2)])  # interleaved index -> half layout
+    perm = torch.cat(
+        [torch.arange(0, 12, 2), torch.arange(1, 12, 2)]
+    )  # interleaved index -> half layout
     half = apply_rotary(x[:, perm], pos, interleaved=False)
     assert torch.allclose(half, apply_rotary(x, pos)[:, perm], atol=1e-12)
 
 
 @settings(max_examples=50, deadline=None, derandomize=True)
-@given(m=st.integers(0, 500), n=st.integers(0, 500), shift=st.integers(-200, 200), half=st.integers(1, 8))
+@given(
+    m=st.integers(0, 500),
+    n=st.integers(0, 500),
+    shift=st.integers(-200, 200),
+    half=st.integers(1, 8),
+)
 def test_score_depends_only_on_offset(m, n, shift, half):
     d = 2 * half
     g = torch.Generator().manual_seed(m * 1000 + n)
-    q, k = torch.randn(1, d, generator=g, dtype=torch.float64), torch.randn(1, d, generator=g, dtype=torch.float64)
+    q, k = (
+        torch.randn(1, d, generator=g, dtype=torch.float64),
+        torch.randn(1, d, generator=g, dtype=torch.float64),
+    )
     shift = max(shift, -min(m, n))
     score = (apply_rotary(q, torch.tensor([m])) * apply_rotary(k, torch.tensor([n]))).sum()
-    shifted = (apply_rotary(q, torch.tensor([m + shift])) * apply_rotary(k, torch.tensor([n + shift]))).sum()
+    shifted = (
+        apply_rotary(q, torch.tensor([m + shift])) * apply_rotary(k, torch.tensor([n + shift]))
+    ).sum()
     assert torch.allclose(score, shifted, atol=1e-9)
 
 
 def test_offset_matches_explicit_positions_and_dtype_kept():
     x = torch.randn(3, 5, 8)
-    assert torch.allclose(RotaryEmbedding(8, base=100000.0)(x, offset=7),
-                          apply_rotary(x, torch.arange(7, 12), base=100000.0))
+    assert torch.allclose(
+        RotaryEmbedding(8, base=100000.0)(x, offset=7),
+        apply_rotary(x, torch.arange(7, 12), base=100000.0),
+    )
     assert RotaryEmbedding(8)(x.to(torch.bfloat16)).dtype == torch.bfloat16
 
 

@@ -136,7 +136,6 @@ def test_cli_help_exits_zero():
         assert option in result.stdout
 
 
-@pytest.mark.skipif(importlib.util.find_spec("tqdm") is None, reason="tqdm not installed")
 def test_cli_tiny_run_writes_checkpoint_history_and_sample(tmp_path, capsys):
     from transformer_lite.training.data import play_paths
 

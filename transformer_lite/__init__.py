@@ -18,9 +18,19 @@ Boolean masks mean ``True`` = may attend, as in
 ``torch.nn.functional.scaled_dot_product_attention``.
 """
 
-from .models.decoder_only import DecoderOnlyConfig, DecoderOnlyTransformer, KVCache, sample_next_token
-from .models.encoder_decoder import (EncoderDecoderConfig, EncoderDecoderTransformer, TransformerDecoder,
-                                     TransformerEncoder, greedy_decode)
+from .models.decoder_only import (
+    DecoderOnlyConfig,
+    DecoderOnlyTransformer,
+    KVCache,
+    sample_next_token,
+)
+from .models.encoder_decoder import (
+    EncoderDecoderConfig,
+    EncoderDecoderTransformer,
+    TransformerDecoder,
+    TransformerEncoder,
+    greedy_decode,
+)
 from .models.recurrent_lm import GRULanguageModel
 from .nn.attention import GroupedQueryAttention, MultiHeadAttention, scaled_dot_product_attention
 from .nn.blocks import CausalTransformerBlock, DecoderBlock, TransformerBlock
@@ -28,11 +38,22 @@ from .nn.efficient_attention import memory_efficient_attention
 from .nn.feedforward import PositionwiseFeedForward, SwiGLUFeedForward
 from .nn.masks import bool_to_additive_mask, causal_mask, padding_mask
 from .nn.normalization import LayerNorm, RMSNorm
-from .nn.positional import (LearnedPositionalEmbedding, RotaryEmbedding, SinusoidalPositionalEncoding, apply_rotary,
-                            sinusoidal_positional_encoding)
+from .nn.positional import (
+    LearnedPositionalEmbedding,
+    RotaryEmbedding,
+    SinusoidalPositionalEncoding,
+    apply_rotary,
+    sinusoidal_positional_encoding,
+)
 from .nn.recurrent import GRU, RNN
-from .nn.relative_position import (ClippedRelativePositionBias, T5RelativePositionBias, alibi_bias, alibi_slopes,
-                                   relative_positions, t5_relative_bucket)
+from .nn.relative_position import (
+    ClippedRelativePositionBias,
+    T5RelativePositionBias,
+    alibi_bias,
+    alibi_slopes,
+    relative_positions,
+    t5_relative_bucket,
+)
 from .pretrained.minilm import BertConfig, BertEncoder, WordPieceTokenizer, load_minilm
 from .pretrained.smollm2 import BPETokenizer, load_smollm2
 
@@ -40,17 +61,49 @@ __version__ = "0.1.0"
 
 __all__ = [
     # nn: the components, in the order of the book
-    "scaled_dot_product_attention", "MultiHeadAttention", "causal_mask", "padding_mask", "bool_to_additive_mask",
-    "LayerNorm", "PositionwiseFeedForward", "TransformerBlock",
-    "sinusoidal_positional_encoding", "SinusoidalPositionalEncoding", "LearnedPositionalEmbedding",
-    "RotaryEmbedding", "apply_rotary",
-    "relative_positions", "t5_relative_bucket", "T5RelativePositionBias", "ClippedRelativePositionBias", "alibi_slopes",
+    "scaled_dot_product_attention",
+    "MultiHeadAttention",
+    "causal_mask",
+    "padding_mask",
+    "bool_to_additive_mask",
+    "LayerNorm",
+    "PositionwiseFeedForward",
+    "TransformerBlock",
+    "sinusoidal_positional_encoding",
+    "SinusoidalPositionalEncoding",
+    "LearnedPositionalEmbedding",
+    "RotaryEmbedding",
+    "apply_rotary",
+    "relative_positions",
+    "t5_relative_bucket",
+    "T5RelativePositionBias",
+    "ClippedRelativePositionBias",
+    "alibi_slopes",
     "alibi_bias",
-    "DecoderBlock", "RNN", "GRU", "memory_efficient_attention",
-    "RMSNorm", "SwiGLUFeedForward", "GroupedQueryAttention", "CausalTransformerBlock",
+    "DecoderBlock",
+    "RNN",
+    "GRU",
+    "memory_efficient_attention",
+    "RMSNorm",
+    "SwiGLUFeedForward",
+    "GroupedQueryAttention",
+    "CausalTransformerBlock",
     # models
-    "TransformerEncoder", "TransformerDecoder", "EncoderDecoderConfig", "EncoderDecoderTransformer", "greedy_decode",
-    "DecoderOnlyConfig", "DecoderOnlyTransformer", "KVCache", "sample_next_token", "GRULanguageModel",
+    "TransformerEncoder",
+    "TransformerDecoder",
+    "EncoderDecoderConfig",
+    "EncoderDecoderTransformer",
+    "greedy_decode",
+    "DecoderOnlyConfig",
+    "DecoderOnlyTransformer",
+    "KVCache",
+    "sample_next_token",
+    "GRULanguageModel",
     # pretrained
-    "BertConfig", "BertEncoder", "WordPieceTokenizer", "load_minilm", "BPETokenizer", "load_smollm2",
+    "BertConfig",
+    "BertEncoder",
+    "WordPieceTokenizer",
+    "load_minilm",
+    "BPETokenizer",
+    "load_smollm2",
 ]

@@ -45,14 +45,25 @@ def check_token_ids(owner: str, name: str, ids, vocab_size: int, min_len: int = 
         ValueError: if ``ids`` is not a tensor, is not 2-D, is floating or boolean, has fewer than
             ``min_len`` positions, or holds an id outside ``[0, vocab_size)``.
     """
-    if not isinstance(ids, Tensor) or ids.dim() != 2 or ids.is_floating_point() or ids.dtype == torch.bool:
-        received = f"{tuple(ids.shape)} {ids.dtype}" if isinstance(ids, Tensor) else type(ids).__name__
+    if (
+        not isinstance(ids, Tensor)
+        or ids.dim() != 2
+        or ids.is_floating_point()
+        or ids.dtype == torch.bool
+    ):
+        received = (
+            f"{tuple(ids.shape)} {ids.dtype}" if isinstance(ids, Tensor) else type(ids).__name__
+        )
         raise ValueError(f"{owner}: expected integer {name} of shape (B, L), received {received}")
     if ids.shape[1] < min_len:
-        raise ValueError(f"{owner}: expected {name} with at least {min_len} position(s), received {tuple(ids.shape)}")
+        raise ValueError(
+            f"{owner}: expected {name} with at least {min_len} position(s), received {tuple(ids.shape)}"
+        )
     if ids.numel() and (int(ids.min()) < 0 or int(ids.max()) >= vocab_size):
-        raise ValueError(f"{owner}: token ids must lie in [0, {vocab_size}), received min {int(ids.min())}, "
-                         f"max {int(ids.max())} in {name}")
+        raise ValueError(
+            f"{owner}: token ids must lie in [0, {vocab_size}), received min {int(ids.min())}, "
+            f"max {int(ids.max())} in {name}"
+        )
 
 
 @contextmanager

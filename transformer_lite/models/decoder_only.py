@@ -24,7 +24,11 @@ from torch import Tensor, nn
 from ..checks import check_token_ids, eval_mode
 from ..nn.attention import KVPair
 from ..nn.blocks import CausalTransformerBlock, make_norm
-from ..nn.positional import LearnedPositionalEmbedding, RotaryEmbedding, sinusoidal_positional_encoding
+from ..nn.positional import (
+    LearnedPositionalEmbedding,
+    RotaryEmbedding,
+    sinusoidal_positional_encoding,
+)
 
 __all__ = ["DecoderOnlyConfig", "KVCache", "DecoderOnlyTransformer", "sample_next_token"]
 
@@ -49,34 +53,58 @@ class DecoderOnlyConfig:
     n_heads: int = 4  # query heads H (d_head = d_model // n_heads)
     n_layers: int = 2  # number of blocks
     d_ff: int = 512  # hidden width of the feed-forward network
-    dropout: float = 0.0  # on embeddings, attention weights, feed-forward hidden units and sublayer outputs
-    norm_first: bool = True  # pre-norm (GPT-2, Llama) if True, post-norm (original Transformer) if False
-    positional: str = "learned"  # "learned" (GPT-2), "sinusoidal" (Vaswani et al.) or "rotary" (RoPE, Llama)
+    dropout: float = (
+        0.0  # on embeddings, attention weights, feed-forward hidden units and sublayer outputs
+    )
+    norm_first: bool = (
+        True  # pre-norm (GPT-2, Llama) if True, post-norm (original Transformer) if False
+    )
+    positional: str = (
+        "learned"  # "learned" (GPT-2), "sinusoidal" (Vaswani et al.) or "rotary" (RoPE, Llama)
+    )
     n_kv_heads: int | None = None  # key/value heads for grouped-query attention; None = n_heads
     norm: str = "layernorm"  # "layernorm" or "rmsnorm"
-    activation: str = "gelu"  # "relu", "gelu" (two-layer network) or "swiglu" (gated, three matrices)
+    activation: str = (
+        "gelu"  # "relu", "gelu" (two-layer network) or "swiglu" (gated, three matrices)
+    )
     bias: bool = True  # biases in the attention and feed-forward projections (Llama: none)
     eps: float = 1e-5  # epsilon of every normalization layer
-    rope_base: float = 10000.0  # RoPE wavelength base (SmolLM2: 100000); used if positional == "rotary"
+    rope_base: float = (
+        10000.0  # RoPE wavelength base (SmolLM2: 100000); used if positional == "rotary"
+    )
     rope_interleaved: bool = True  # RoPE pairs (2j, 2j+1) if True, (j, j + d_head/2) if False
     tie_embeddings: bool = True  # the output layer reuses the token-embedding matrix
 
     def __post_init__(self) -> None:
         for name in ("vocab_size", "max_len", "d_model", "n_heads", "n_layers", "d_ff"):
             if getattr(self, name) < 1:
-                raise ValueError(f"DecoderOnlyConfig: expected a positive {name}, received {getattr(self, name)}")
+                raise ValueError(
+                    f"DecoderOnlyConfig: expected a positive {name}, received {getattr(self, name)}"
+                )
         n_kv = self.n_heads if self.n_kv_heads is None else self.n_kv_heads
         if self.d_model % self.n_heads != 0 or n_kv < 1 or self.n_heads % n_kv != 0:
-            raise ValueError(f"DecoderOnlyConfig: expected n_heads | d_model and n_kv_heads | n_heads, received "
-                             f"d_model={self.d_model}, n_heads={self.n_heads}, n_kv_heads={self.n_kv_heads}")
+            raise ValueError(
+                f"DecoderOnlyConfig: expected n_heads | d_model and n_kv_heads | n_heads, received "
+                f"d_model={self.d_model}, n_heads={self.n_heads}, n_kv_heads={self.n_kv_heads}"
+            )
         if not 0.0 <= self.dropout < 1.0:
-            raise ValueError(f"DecoderOnlyConfig: expected 0 <= dropout < 1, received {self.dropout}")
-        for name, allowed in (("positional", _POSITIONAL), ("norm", _NORMS), ("activation", _ACTIVATIONS)):
+            raise ValueError(
+                f"DecoderOnlyConfig: expected 0 <= dropout < 1, received {self.dropout}"
+            )
+        for name, allowed in (
+            ("positional", _POSITIONAL),
+            ("norm", _NORMS),
+            ("activation", _ACTIVATIONS),
+        ):
             if getattr(self, name) not in allowed:
-                raise ValueError(f"DecoderOnlyConfig: expected {name} in {allowed}, received {getattr(self, name)!r}")
+                raise ValueError(
+                    f"DecoderOnlyConfig: expected {name} in {allowed}, received {getattr(self, name)!r}"
+                )
         if self.positional == "rotary" and (self.d_model // self.n_heads) % 2 != 0:
-            raise ValueError(f"DecoderOnlyConfig: rotary positions need an even d_head, received "
-                             f"d_head={self.d_model // self.n_heads}")
+            raise ValueError(
+                f"DecoderOnlyConfig: rotary positions need an even d_head, received "
+                f"d_head={self.d_model // self.n_heads}"
+            )
 
     def to_dict(self) -> dict:
         """The fields as a plain dict (for checkpoint metadata)."""
@@ -123,19 +151,38 @@ class DecoderOnlyTransformer(nn.Module):
         d_head = c.d_model // c.n_heads
         self.token_embedding = nn.Embedding(c.vocab_size, c.d_model)
         learned = c.positional == "learned"
-        self.position_embedding = LearnedPositionalEmbedding(c.max_len, c.d_model) if learned else None
-        rotary = RotaryEmbedding(d_head, c.rope_base, c.rope_interleaved) if c.positional == "rotary" else None
+        self.position_embedding = (
+            LearnedPositionalEmbedding(c.max_len, c.d_model) if learned else None
+        )
+        rotary = (
+            RotaryEmbedding(d_head, c.rope_base, c.rope_interleaved)
+            if c.positional == "rotary"
+            else None
+        )
         self.embedding_dropout = nn.Dropout(c.dropout)
         self.blocks = nn.ModuleList(
-            CausalTransformerBlock(c.d_model, c.n_heads, c.d_ff, dropout=c.dropout, activation=c.activation,
-                                   norm_first=c.norm_first, eps=c.eps, n_kv_heads=c.n_kv_heads, norm=c.norm,
-                                   bias=c.bias, rotary=rotary)
-            for _ in range(c.n_layers))
+            CausalTransformerBlock(
+                c.d_model,
+                c.n_heads,
+                c.d_ff,
+                dropout=c.dropout,
+                activation=c.activation,
+                norm_first=c.norm_first,
+                eps=c.eps,
+                n_kv_heads=c.n_kv_heads,
+                norm=c.norm,
+                bias=c.bias,
+                rotary=rotary,
+            )
+            for _ in range(c.n_layers)
+        )
         self.final_norm = make_norm(c.norm, c.d_model, c.eps) if c.norm_first else nn.Identity()
         self.lm_head = nn.Linear(c.d_model, c.vocab_size, bias=False)
         self.apply(_init_weights)
         if c.tie_embeddings:
-            self.lm_head.weight = self.token_embedding.weight  # one (V, D) matrix for input and output
+            self.lm_head.weight = (
+                self.token_embedding.weight
+            )  # one (V, D) matrix for input and output
 
     def num_parameters(self) -> int:
         """Number of distinct trainable parameters (a tied matrix counts once)."""
@@ -146,17 +193,25 @@ class DecoderOnlyTransformer(nn.Module):
         check_token_ids("DecoderOnlyTransformer", "input_ids", input_ids, c.vocab_size, min_len=1)
         L = input_ids.shape[1]
         if offset + L > c.max_len:
-            raise ValueError(f"DecoderOnlyTransformer: positions {offset}..{offset + L - 1} requested, but "
-                             f"max_len={c.max_len} allows 0..{c.max_len - 1}")
+            raise ValueError(
+                f"DecoderOnlyTransformer: positions {offset}..{offset + L - 1} requested, but "
+                f"max_len={c.max_len} allows 0..{c.max_len - 1}"
+            )
         x = self.token_embedding(input_ids)  # (B, L, D)
         if c.positional == "learned":
             x = x + self.position_embedding(L, offset=offset)  # (L, D) broadcast over B
         elif c.positional == "sinusoidal":
-            x = x + sinusoidal_positional_encoding(offset + L, c.d_model, dtype=x.dtype, device=x.device)[offset:]
+            x = (
+                x
+                + sinusoidal_positional_encoding(
+                    offset + L, c.d_model, dtype=x.dtype, device=x.device
+                )[offset:]
+            )
         return self.embedding_dropout(x)
 
-    def forward(self, input_ids: Tensor, cache: KVCache | None = None,
-                return_attentions: bool = False) -> Tensor | tuple[Tensor, tuple[Tensor, ...]]:
+    def forward(
+        self, input_ids: Tensor, cache: KVCache | None = None, return_attentions: bool = False
+    ) -> Tensor | tuple[Tensor, tuple[Tensor, ...]]:
         """Next-token logits at every position.
 
         Args:
@@ -181,15 +236,24 @@ class DecoderOnlyTransformer(nn.Module):
             past = cache.layers[i] if cache is not None and i < len(cache.layers) else None
             x, weights, present = block(x, past_kv=past)  # (B, L, D), (B, H, L, S)
             if cache is not None:
-                cache.layers[i:i + 1] = [present]  # replace (or append) this layer's keys and values
+                cache.layers[i : i + 1] = [
+                    present
+                ]  # replace (or append) this layer's keys and values
             attentions.append(weights)
         logits = self.lm_head(self.final_norm(x))  # (B, L, V)
         return (logits, tuple(attentions)) if return_attentions else logits
 
     @torch.no_grad()
-    def generate(self, input_ids: Tensor, max_new_tokens: int, temperature: float = 1.0, top_k: int | None = None,
-                 use_cache: bool = True, generator: torch.Generator | None = None,
-                 return_logits: bool = False) -> Tensor | tuple[Tensor, Tensor]:
+    def generate(
+        self,
+        input_ids: Tensor,
+        max_new_tokens: int,
+        temperature: float = 1.0,
+        top_k: int | None = None,
+        use_cache: bool = True,
+        generator: torch.Generator | None = None,
+        return_logits: bool = False,
+    ) -> Tensor | tuple[Tensor, Tensor]:
         """Append ``max_new_tokens`` tokens, one at a time, each drawn from the model's next-token distribution.
 
         Without the cache every step runs the whole sequence so far (at most its last
@@ -217,17 +281,29 @@ class DecoderOnlyTransformer(nn.Module):
                 with ``use_cache``, if ``L + max_new_tokens - 1 > max_len`` (every token fed
                 needs a position; the last new token is never fed).
         """
-        if isinstance(max_new_tokens, bool) or not isinstance(max_new_tokens, int) or max_new_tokens < 0:
-            raise ValueError(f"generate: expected an int max_new_tokens >= 0, received {max_new_tokens!r}")
-        if use_cache and input_ids.dim() == 2 and input_ids.shape[1] + max_new_tokens - 1 > self.config.max_len:
-            raise ValueError(f"generate: a prompt of {input_ids.shape[1]} tokens plus {max_new_tokens} new ones needs "
-                             f"{input_ids.shape[1] + max_new_tokens - 1} positions, but max_len={self.config.max_len}")
+        if (
+            isinstance(max_new_tokens, bool)
+            or not isinstance(max_new_tokens, int)
+            or max_new_tokens < 0
+        ):
+            raise ValueError(
+                f"generate: expected an int max_new_tokens >= 0, received {max_new_tokens!r}"
+            )
+        if (
+            use_cache
+            and input_ids.dim() == 2
+            and input_ids.shape[1] + max_new_tokens - 1 > self.config.max_len
+        ):
+            raise ValueError(
+                f"generate: a prompt of {input_ids.shape[1]} tokens plus {max_new_tokens} new ones needs "
+                f"{input_ids.shape[1] + max_new_tokens - 1} positions, but max_len={self.config.max_len}"
+            )
         with eval_mode(self):
             tokens, step_logits = input_ids, []
             cache = KVCache() if use_cache else None
             feed = input_ids  # with a cache: only the tokens not yet processed
             for _ in range(max_new_tokens):
-                window = feed if use_cache else tokens[:, -self.config.max_len:]  # (B, <= max_len)
+                window = feed if use_cache else tokens[:, -self.config.max_len :]  # (B, <= max_len)
                 logits = self(window, cache=cache)[:, -1]  # (B, V): scores of the next token
                 step_logits.append(logits)
                 next_token = sample_next_token(logits, temperature, top_k, generator)  # (B, 1)
@@ -248,8 +324,12 @@ def _init_weights(module: nn.Module) -> None:
         nn.init.zeros_(module.bias)
 
 
-def sample_next_token(logits: Tensor, temperature: float = 1.0, top_k: int | None = None,
-                      generator: torch.Generator | None = None) -> Tensor:
+def sample_next_token(
+    logits: Tensor,
+    temperature: float = 1.0,
+    top_k: int | None = None,
+    generator: torch.Generator | None = None,
+) -> Tensor:
     """Pick one token per row from next-token logits.
 
     ``temperature = 0``: the arg-max (greedy decoding; the lowest id on ties).
@@ -270,11 +350,15 @@ def sample_next_token(logits: Tensor, temperature: float = 1.0, top_k: int | Non
         ValueError: if ``logits`` is not 2-D, ``temperature < 0``, or ``top_k`` is outside ``[1, V]``.
     """
     if logits.dim() != 2:
-        raise ValueError(f"sample_next_token: expected logits of shape (B, V), received {tuple(logits.shape)}")
+        raise ValueError(
+            f"sample_next_token: expected logits of shape (B, V), received {tuple(logits.shape)}"
+        )
     if not temperature >= 0:
         raise ValueError(f"sample_next_token: expected temperature >= 0, received {temperature}")
     if top_k is not None and not 1 <= top_k <= logits.shape[-1]:
-        raise ValueError(f"sample_next_token: expected top_k in [1, {logits.shape[-1]}], received {top_k}")
+        raise ValueError(
+            f"sample_next_token: expected top_k in [1, {logits.shape[-1]}], received {top_k}"
+        )
     if temperature == 0:
         return logits.argmax(dim=-1, keepdim=True)  # (B, 1)
     scaled = logits.float() / temperature  # (B, V)

