@@ -671,9 +671,8 @@ def test_mha_rejects_mask_that_does_not_broadcast():
     mha = MultiHeadAttention(8, 2)
     x = torch.zeros(2, 3, 8)
     with pytest.raises(ValueError, match=r"received \(2, 3\)"):
-        mha(
-            x, x, x, attn_mask=torch.ones(2, 3, dtype=torch.bool)
-        )  # a (B, S) marker is not an (L, S) mask
+        # a (B, S) marker is not an (L, S) mask
+        mha(x, x, x, attn_mask=torch.ones(2, 3, dtype=torch.bool))
 
 
 @pytest.mark.parametrize(

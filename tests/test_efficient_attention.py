@@ -190,9 +190,8 @@ def test_gradcheck_and_gradients_equal_direct_ones_including_a_fully_masked_row(
     for g, e in zip(grads, expected):
         assert not g.isnan().any()
         close(g, e)
-    assert torch.equal(
-        grads[0][0, 3], torch.zeros(3, dtype=F64)
-    )  # the masked query gets zero gradient
+    # the masked query gets zero gradient
+    assert torch.equal(grads[0][0, 3], torch.zeros(3, dtype=F64))
 
 
 def test_peak_memory_is_far_below_one_score_matrix():
@@ -204,9 +203,8 @@ def test_peak_memory_is_far_below_one_score_matrix():
         peak_direct = peak_allocated_bytes(scaled_dot_product_attention, q, k, v)
     assert peak_direct >= 2 * score_bytes  # at least the scores and the returned weights
     assert peak_tiled < score_bytes / 8  # output (128 KiB) plus a few 128 x 128 tiles
-    assert (
-        peak_tiled >= q.numel() * 4
-    )  # the output itself is counted: the measurement sees allocations
+    # the output itself is counted: the measurement sees allocations
+    assert peak_tiled >= q.numel() * 4
 
 
 def test_peak_allocated_bytes_counts_a_known_allocation():

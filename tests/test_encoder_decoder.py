@@ -164,9 +164,8 @@ def test_decoder_stack_matches_torch(norm_first):
         memory_key_padding_mask=~SRC_VALID,
     )
     close(y, y_t)
-    blocked = ~SRC_VALID[:, None, None, :].expand(
-        3, H, 5, 6
-    )  # padded source keys, for every head and query
+    # padded source keys, for every head and query
+    blocked = ~SRC_VALID[:, None, None, :].expand(3, H, 5, 6)
     assert all((w[blocked] == 0).all() for w in cross)
 
 

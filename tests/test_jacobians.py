@@ -51,9 +51,8 @@ def torch_unrolled_jacobian(m, x, h_s, s, t):
         _, h_n = m(x[:, s:t], h[None])  # torch's state layout: (1, B, H)
         return h_n[0]
 
-    full = torch.autograd.functional.jacobian(
-        unrolled, h_s
-    )  # (B, H, B, H): examples do not interact
+    # (B, H, B, H): examples do not interact
+    full = torch.autograd.functional.jacobian(unrolled, h_s)
     blocks = torch.stack([full[b, :, b, :] for b in range(B)])  # (B, H, H)
     off_diagonal = full.sum() - blocks.sum()
     assert off_diagonal.abs() < 1e-14
@@ -134,9 +133,8 @@ def make_rnn_pair(nonlinearity, seed, I=3, H=4):
     torch.manual_seed(seed)
     m = nn.RNN(I, H, nonlinearity=nonlinearity, batch_first=True).to(F64)
     with torch.no_grad():
-        m.weight_hh_l0.mul_(
-            3.0
-        )  # larger weights: tanh well outside its linear regime, relu units switching off
+        # larger weights: tanh well outside its linear regime, relu units switching off
+        m.weight_hh_l0.mul_(3.0)
     return m, RNN.from_torch(m)
 
 
@@ -316,9 +314,8 @@ def test_attention_norms_without_mask_reach_the_future_and_default_t_is_last():
     x = torch.randn(1, 5, 4, dtype=F64, generator=torch.Generator().manual_seed(21))
     lags, norms = attention_gradient_norm_vs_lag(lambda z: mha(z, z, z)[0], x, t=1)
     assert (norms > 0).all() and lags.tolist() == [1, 0, -1, -2, -3]
-    lags, _ = attention_gradient_norm_vs_lag(
-        lambda z: mha(z, z, z), x
-    )  # tuple output: first element used
+    # tuple output: first element used
+    lags, _ = attention_gradient_norm_vs_lag(lambda z: mha(z, z, z), x)
     assert lags.tolist() == [4, 3, 2, 1, 0]
 
 

@@ -134,9 +134,8 @@ def test_greedy_is_the_argmax_loop_and_cache_length():
     model(tokens[:, :4], cache=cache)
     model(tokens[:, 4:5], cache=cache)
     assert len(cache) == 5 and len(cache.layers) == 2
-    assert (
-        cache.num_bytes() == 2 * 2 * (1 * 4 * 5 * 4) * 4
-    )  # layers * (k, v) * (B H S d_head) * float32
+    # layers * (k, v) * (B H S d_head) * float32
+    assert cache.num_bytes() == 2 * 2 * (1 * 4 * 5 * 4) * 4
     assert model.generate(tokens, 0) is tokens
 
 
@@ -233,12 +232,10 @@ def test_parameter_counts():
     )
     model = DecoderOnlyTransformer(config)
     D, F_, V, T = 128, 512, 78, 128
-    per_block = (
-        4 * (D * D + D) + (D * F_ + F_) + (F_ * D + D) + 2 * 2 * D
-    )  # attention, network, 2 LayerNorms
-    assert (
-        model.num_parameters() == V * D + T * D + 2 * per_block + 2 * D == 423_168
-    )  # the chapter's 0.43M
+    # attention, network, 2 LayerNorms
+    per_block = 4 * (D * D + D) + (D * F_ + F_) + (F_ * D + D) + 2 * 2 * D
+    # the chapter's 0.43M
+    assert model.num_parameters() == V * D + T * D + 2 * per_block + 2 * D == 423_168
     assert model.lm_head.weight is model.token_embedding.weight
     untied = DecoderOnlyTransformer(
         DecoderOnlyConfig(**{**config.to_dict(), "tie_embeddings": False})

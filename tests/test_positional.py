@@ -123,9 +123,8 @@ def test_dtype_device_and_range():
 
 
 def test_base_argument():
-    close(
-        pe64(5, 4, base=100.0)[:, 2], torch.sin(torch.arange(5, dtype=F64) / 10.0)
-    )  # 100^(2/4) = 10
+    # 100^(2/4) = 10
+    close(pe64(5, 4, base=100.0)[:, 2], torch.sin(torch.arange(5, dtype=F64) / 10.0))
 
 
 # --------------------------------------------------------------------------- the offset property

@@ -91,9 +91,8 @@ def test_gru_one_unit_one_step_by_hand():
     x, h = 1.5, -0.6
     r = _sigmoid(w_ir * x + b_ih[0] + w_hr * h + b_hh[0])
     z = _sigmoid(w_iz * x + b_ih[1] + w_hz * h + b_hh[1])
-    n = math.tanh(
-        w_in * x + b_ih[2] + r * (w_hn * h + b_hh[2])
-    )  # reset gate after the matrix and its bias
+    # reset gate after the matrix and its bias
+    n = math.tanh(w_in * x + b_ih[2] + r * (w_hn * h + b_hh[2]))
     expected = (1 - z) * n + z * h
 
     _, last = gru(torch.tensor([[[x]]], dtype=F64), torch.tensor([[h]], dtype=F64))

@@ -196,9 +196,8 @@ def test_t5_unidirectional_module():
 def test_clipped_bias_by_hand_and_beyond_the_clip():
     mod = ClippedRelativePositionBias(n_heads=1, max_relative_position=2)
     with torch.no_grad():
-        mod.weight.copy_(
-            torch.tensor([[-20.0], [-10.0], [0.0], [10.0], [20.0]])
-        )  # rows: j - i = -2 .. 2
+        # rows: j - i = -2 .. 2
+        mod.weight.copy_(torch.tensor([[-20.0], [-10.0], [0.0], [10.0], [20.0]]))
     expected = torch.tensor(
         [
             [0.0, 10.0, 20.0, 20.0, 20.0],
@@ -298,9 +297,8 @@ def test_bias_in_multi_head_attention_is_per_head_even_when_batch_equals_heads()
     rel = T5RelativePositionBias(2, 8, 16).double()
     with torch.no_grad():
         rel.weight.normal_()
-    x = torch.randn(
-        2, 5, 8, dtype=F64
-    )  # B == H == 2: an (H, L, S) mask would be misread as (B, L, S)
+    # B == H == 2: an (H, L, S) mask would be misread as (B, L, S)
+    x = torch.randn(2, 5, 8, dtype=F64)
     bias = rel(5)
     _, w = mha(x, x, x, attn_mask=bias)
     q = mha._split_heads(mha.q_proj(x))

@@ -49,9 +49,8 @@ def test_position_zero_is_identity_and_norms_are_kept():
 def test_non_interleaved_is_a_feature_permutation_of_interleaved():
     x = torch.randn(5, 12, dtype=torch.float64)
     pos = torch.arange(5)
-    perm = torch.cat(
-        [torch.arange(0, 12, 2), torch.arange(1, 12, 2)]
-    )  # interleaved index -> half layout
+    # interleaved index -> half layout
+    perm = torch.cat([torch.arange(0, 12, 2), torch.arange(1, 12, 2)])
     half = apply_rotary(x[:, perm], pos, interleaved=False)
     assert torch.allclose(half, apply_rotary(x, pos)[:, perm], atol=1e-12)
 

@@ -121,9 +121,8 @@ def test_tokenizer_matches_both_references(smollm2, golden):
     assert chat[0] == 1 and chat.count(2) == 2, (
         "<|im_start|> and <|im_end|> are single special tokens"
     )
-    assert (
-        tokenizer.decode(tokenizer.encode("naïve café ☕")) == "naïve café ☕"
-    )  # byte-level: any text
+    # byte-level: any text
+    assert tokenizer.decode(tokenizer.encode("naïve café ☕")) == "naïve café ☕"
 
 
 @needs_model
@@ -240,15 +239,13 @@ def test_unpermute_inverts_the_converter_and_both_layouts_agree():
         bias=False,
         rope_interleaved=False,
     )
-    hf_model = (
-        DecoderOnlyTransformer(config).double().eval()
-    )  # plays a Hugging Face checkpoint: half layout
+    # plays a Hugging Face checkpoint: half layout
+    hf_model = DecoderOnlyTransformer(config).double().eval()
     gguf = _gguf_tensors(hf_model, permute=True)
     w = hf_model.blocks[0].self_attn.q_proj.weight.detach().numpy()
     np.testing.assert_array_equal(unpermute_rows(gguf["blk.0.attn_q.weight"], 6), w)
-    np.testing.assert_array_equal(
-        gguf["blk.0.attn_q.weight"][1], w[2]
-    )  # d_head 4: GGUF row 1 = HF row d/2 = 2
+    # d_head 4: GGUF row 1 = HF row d/2 = 2
+    np.testing.assert_array_equal(gguf["blk.0.attn_q.weight"][1], w[2])
     ids = torch.randint(0, 20, (2, 9))
     expected = hf_model(ids)
     metadata = {

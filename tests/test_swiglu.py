@@ -48,9 +48,8 @@ def test_matches_formula_with_silu(bias):
 
 def test_parameter_count_and_shapes():
     ff = SwiGLUFeedForward(576, 1536)
-    assert (
-        sum(p.numel() for p in ff.parameters()) == 3 * 576 * 1536
-    )  # SmolLM2's feed-forward, no biases
+    # SmolLM2's feed-forward, no biases
+    assert sum(p.numel() for p in ff.parameters()) == 3 * 576 * 1536
     assert ff(torch.randn(3, 7, 576)).shape == (3, 7, 576)
     assert ff(torch.randn(576)).shape == (576,)
 

@@ -13,7 +13,13 @@ from contextlib import contextmanager
 import torch
 from torch import Tensor, nn
 
-__all__ = ["check_positive_int", "check_token_ids", "eval_mode"]
+__all__ = [
+    "check_positive_int",
+    "check_positive_sizes",
+    "check_last_dim",
+    "check_token_ids",
+    "eval_mode",
+]
 
 
 def check_positive_int(owner: str, name: str, n) -> None:
@@ -29,6 +35,30 @@ def check_positive_int(owner: str, name: str, n) -> None:
     """
     if isinstance(n, bool) or not isinstance(n, int) or n < 1:
         raise ValueError(f"{owner}: expected {name} to be a positive int, received {n!r}")
+
+
+def check_positive_sizes(owner: str, **sizes: int) -> None:
+    """Raise ``ValueError`` unless every size is ``>= 1``.
+
+    Raises:
+        ValueError: ``"{owner}: expected positive d_model and d_ff, received 0, 4"`` (the names and
+            values of ``sizes``, in order).
+    """
+    if any(n < 1 for n in sizes.values()):
+        raise ValueError(
+            f"{owner}: expected positive {' and '.join(sizes)}, "
+            f"received {', '.join(str(n) for n in sizes.values())}"
+        )
+
+
+def check_last_dim(owner: str, x: Tensor, d: int) -> None:
+    """Raise ``ValueError`` unless ``x`` has shape ``(..., d)``.
+
+    Raises:
+        ValueError: ``"{owner}: expected input of shape (..., d), received (...)"``.
+    """
+    if x.dim() < 1 or x.shape[-1] != d:
+        raise ValueError(f"{owner}: expected input of shape (..., {d}), received {tuple(x.shape)}")
 
 
 def check_token_ids(owner: str, name: str, ids, vocab_size: int, min_len: int = 0) -> None:

@@ -135,12 +135,10 @@ def rnn_step_jacobians(rnn: RNN, x: Tensor, h0: Tensor | None = None) -> Tensor:
         )
     _, h = _states(rnn, x, h0)  # (B, L, H)
     with torch.no_grad():
-        dphi = (
-            1 - h**2 if rnn.nonlinearity == "tanh" else (h > 0).to(h.dtype)
-        )  # (B, L, H): phi'(a_k)
-        return (
-            dphi[..., :, None] * rnn.weight_hh
-        )  # (B, L, H, 1) * (H, H) -> (B, L, H, H): row i scaled by phi'_i
+        # (B, L, H): phi'(a_k)
+        dphi = 1 - h**2 if rnn.nonlinearity == "tanh" else (h > 0).to(h.dtype)
+        # (B, L, H, 1) * (H, H) -> (B, L, H, H): row i scaled by phi'_i
+        return dphi[..., :, None] * rnn.weight_hh
 
 
 def autograd_step_jacobians(model: RNN | GRU, x: Tensor, h0: Tensor | None = None) -> Tensor:
@@ -170,9 +168,8 @@ def autograd_step_jacobians(model: RNN | GRU, x: Tensor, h0: Tensor | None = Non
             f"{type(model).__name__}"
         )
     h_prev, _ = _states(model, x, h0)  # (B, L, H)
-    step_jac = torch.func.vmap(
-        torch.func.jacrev(model.cell, argnums=1)
-    )  # (B, in), (B, H) -> (B, H, H)
+    # (B, in), (B, H) -> (B, H, H)
+    step_jac = torch.func.vmap(torch.func.jacrev(model.cell, argnums=1))
     jacs = [step_jac(x[:, k], h_prev[:, k]) for k in range(x.shape[1])]
     if not jacs:
         return x.new_zeros(x.shape[0], 0, model.hidden_size, model.hidden_size)
@@ -254,9 +251,8 @@ def gradient_norm_vs_lag(
         raise ValueError(
             f"gradient_norm_vs_lag: expected norm 'spectral' or 'fro', received {norm!r}"
         )
-    prod = torch.eye(H, dtype=jacobians.dtype, device=jacobians.device).expand(
-        B, H, H
-    )  # P_0 = I, (B, H, H)
+    # P_0 = I, (B, H, H)
+    prod = torch.eye(H, dtype=jacobians.dtype, device=jacobians.device).expand(B, H, H)
     norms = [_matrix_norm(prod, norm)]
     for k in range(1, T + 1):
         prod = prod @ jacobians[:, T - k]  # P_k = P_{k-1} J_{T-k+1}; index T - k holds J_{T-k+1}

@@ -180,9 +180,8 @@ class DecoderOnlyTransformer(nn.Module):
         self.lm_head = nn.Linear(c.d_model, c.vocab_size, bias=False)
         self.apply(_init_weights)
         if c.tie_embeddings:
-            self.lm_head.weight = (
-                self.token_embedding.weight
-            )  # one (V, D) matrix for input and output
+            # one (V, D) matrix for input and output
+            self.lm_head.weight = self.token_embedding.weight
 
     def num_parameters(self) -> int:
         """Number of distinct trainable parameters (a tied matrix counts once)."""
@@ -236,9 +235,8 @@ class DecoderOnlyTransformer(nn.Module):
             past = cache.layers[i] if cache is not None and i < len(cache.layers) else None
             x, weights, present = block(x, past_kv=past)  # (B, L, D), (B, H, L, S)
             if cache is not None:
-                cache.layers[i : i + 1] = [
-                    present
-                ]  # replace (or append) this layer's keys and values
+                # replace (or append) this layer's keys and values
+                cache.layers[i : i + 1] = [present]
             attentions.append(weights)
         logits = self.lm_head(self.final_norm(x))  # (B, L, V)
         return (logits, tuple(attentions)) if return_attentions else logits

@@ -575,9 +575,8 @@ def greedy_decode(
             )
     with eval_mode(model), torch.no_grad():
         memory, _ = model.encode(src_ids, src_padding)
-        out = torch.full(
-            (src_ids.shape[0], 1), bos_id, dtype=torch.long, device=src_ids.device
-        )  # (B, 1)
+        # (B, 1)
+        out = torch.full((src_ids.shape[0], 1), bos_id, dtype=torch.long, device=src_ids.device)
         done = torch.zeros(src_ids.shape[0], dtype=torch.bool, device=src_ids.device)  # (B,)
         for _ in range(max_len):
             logits, _, _ = model.decode(out, memory, src_padding)  # (B, t, V)

@@ -78,9 +78,8 @@ class GRULanguageModel(nn.Module):
             ValueError: if ``input_ids`` is not a 2-D integer tensor with ids in ``[0, V)``.
         """
         check_token_ids("GRULanguageModel", "input_ids", input_ids, self.vocab_size, min_len=1)
-        hidden, state = self.gru(
-            self.token_embedding(input_ids), state
-        )  # (B, L, D), (n_layers, B, D)
+        # (B, L, D), (n_layers, B, D)
+        hidden, state = self.gru(self.token_embedding(input_ids), state)
         logits = self.lm_head(self.dropout(hidden))  # (B, L, V)
         return (logits, state) if return_state else logits
 

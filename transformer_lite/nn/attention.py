@@ -142,9 +142,8 @@ def _mask_to_bias(
             else attn_mask.to(dtype)
         )
     if is_causal:
-        causal = bool_to_additive_mask(
-            causal_mask(L, S, device), dtype
-        )  # (L, S): 0 on and below the diagonal
+        # (L, S): 0 on and below the diagonal
+        causal = bool_to_additive_mask(causal_mask(L, S, device), dtype)
         bias = causal if bias is None else bias + causal
     return bias
 
@@ -222,9 +221,8 @@ def scaled_dot_product_attention(
     #    softmax and zero weights after it, which also keeps their gradients at zero.
     blocked = None
     if bias is not None:
-        blocked = torch.isneginf(bias).all(
-            dim=-1, keepdim=True
-        )  # (..., L, 1), read from the small mask
+        # (..., L, 1), read from the small mask
+        blocked = torch.isneginf(bias).all(dim=-1, keepdim=True)
         blocked = blocked if bool(blocked.any()) else None
     if blocked is not None:
         scores = scores.masked_fill(blocked, 0.0)
@@ -282,9 +280,8 @@ class MultiHeadAttention(nn.Module):
 
     def _split_heads(self, x: Tensor) -> Tensor:
         B, T, _ = x.shape
-        return x.view(B, T, self.n_heads, self.d_head).transpose(
-            1, 2
-        )  # (B, T, D) -> (B, H, T, d_head)
+        # (B, T, D) -> (B, H, T, d_head)
+        return x.view(B, T, self.n_heads, self.d_head).transpose(1, 2)
 
     def forward(
         self,
@@ -332,9 +329,8 @@ class MultiHeadAttention(nn.Module):
             )
         if attn_mask is not None and isinstance(attn_mask, Tensor):
             if attn_mask.dim() == 3:
-                attn_mask = attn_mask.unsqueeze(
-                    1
-                )  # (B, L, S) -> (B, 1, L, S): same mask for every head
+                # (B, L, S) -> (B, 1, L, S): same mask for every head
+                attn_mask = attn_mask.unsqueeze(1)
             elif attn_mask.dim() not in (2, 4):
                 raise ValueError(
                     "MultiHeadAttention: expected attn_mask of shape (L, S), (B, L, S) or (B, H, L, S), "
@@ -482,9 +478,8 @@ class GroupedQueryAttention(nn.Module):
             return attn_mask[:, None]  # (B, 1, L, S) -> (B, 1, 1, L, S)
         if attn_mask.dim() == 4 and attn_mask.shape[1] == self.n_heads:
             Bm, _, Lm, Sm = attn_mask.shape
-            return attn_mask.reshape(
-                Bm, self.n_kv_heads, self.group_size, Lm, Sm
-            )  # (B, H_kv, G, L, S)
+            # (B, H_kv, G, L, S)
+            return attn_mask.reshape(Bm, self.n_kv_heads, self.group_size, Lm, Sm)
         raise ValueError(
             f"GroupedQueryAttention: expected attn_mask of shape (L, S), (B, L, S), (B, 1, L, S) or "
             f"(B, {self.n_heads}, L, S), received {tuple(attn_mask.shape)}"
@@ -522,9 +517,8 @@ class GroupedQueryAttention(nn.Module):
         S_past = self._check(x, past_kv)
         B, L, _ = x.shape
         H, H_kv, G, d_head = self.n_heads, self.n_kv_heads, self.group_size, self.d_head
-        q = (
-            self.q_proj(x).view(B, L, H, d_head).transpose(1, 2)
-        )  # (B, L, H*d_head) -> (B, H, L, d_head)
+        # (B, L, H*d_head) -> (B, H, L, d_head)
+        q = self.q_proj(x).view(B, L, H, d_head).transpose(1, 2)
         k = self.k_proj(x).view(B, L, H_kv, d_head).transpose(1, 2)  # (B, H_kv, L, d_head)
         v = self.v_proj(x).view(B, L, H_kv, d_head).transpose(1, 2)  # (B, H_kv, L, d_head)
         if self.rotary is not None:  # the new rows sit at positions S_past .. S_past + L - 1
@@ -545,9 +539,8 @@ class GroupedQueryAttention(nn.Module):
             is_causal=is_causal,
             dropout_p=p,
         )
-        out = (
-            out.reshape(B, H, L, d_head).transpose(1, 2).reshape(B, L, H * d_head)
-        )  # (B, L, H*d_head)
+        # (B, L, H*d_head)
+        out = out.reshape(B, H, L, d_head).transpose(1, 2).reshape(B, L, H * d_head)
         weights = weights.reshape(B, H, L, S)  # (B, H_kv, G, L, S) -> (B, H, L, S)
         return self.out_proj(out), weights, (k, v)
 

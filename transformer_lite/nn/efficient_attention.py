@@ -114,14 +114,12 @@ def memory_efficient_attention(
     q = q * (1.0 / math.sqrt(q.shape[-1]))  # scale once: (..., L, d_k)
     mask = None
     if attn_mask is not None:
-        mask = attn_mask.reshape(
-            (1,) * max(0, 2 - attn_mask.dim()) + tuple(attn_mask.shape)
-        )  # at least 2-D
+        # at least 2-D
+        mask = attn_mask.reshape((1,) * max(0, 2 - attn_mask.dim()) + tuple(attn_mask.shape))
         mask = mask.expand(*mask.shape[:-2], L, S)  # a view: broadcast rows/columns, no copy
         if mask.is_floating_point():
-            mask = mask.to(
-                compute
-            )  # a float mask is the caller's full tensor already; cast it once
+            # a float mask is the caller's full tensor already; cast it once
+            mask = mask.to(compute)
 
     out = q.new_zeros(*batch, L, d_v)  # (..., L, d_v)
     for i0 in range(0, L, block_q):

@@ -22,13 +22,16 @@ from __future__ import annotations
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from ..checks import check_last_dim, check_positive_sizes
+
 __all__ = ["PositionwiseFeedForward", "SwiGLUFeedForward"]
 
 
+# gelu: the exact (erf) form, as in BERT and nn.Transformer*
 _ACTIVATIONS = {
     "relu": F.relu,
     "gelu": F.gelu,
-}  # gelu: the exact (erf) form, as in BERT and nn.Transformer*
+}
 
 
 class PositionwiseFeedForward(nn.Module):
@@ -58,10 +61,7 @@ class PositionwiseFeedForward(nn.Module):
             raise ValueError(
                 f"PositionwiseFeedForward: expected activation 'relu' or 'gelu', received {activation!r}"
             )
-        if d_model < 1 or d_ff < 1:
-            raise ValueError(
-                f"PositionwiseFeedForward: expected positive d_model and d_ff, received {d_model}, {d_ff}"
-            )
+        check_positive_sizes("PositionwiseFeedForward", d_model=d_model, d_ff=d_ff)
         self.d_model, self.d_ff, self.activation = d_model, d_ff, activation
         self.linear1 = nn.Linear(d_model, d_ff)
         self.linear2 = nn.Linear(d_ff, d_model)
@@ -73,11 +73,7 @@ class PositionwiseFeedForward(nn.Module):
         Raises:
             ValueError: if the last dimension of ``x`` is not ``d_model``.
         """
-        if x.dim() < 1 or x.shape[-1] != self.d_model:
-            raise ValueError(
-                f"PositionwiseFeedForward: expected input of shape (..., {self.d_model}), "
-                f"received {tuple(x.shape)}"
-            )
+        check_last_dim("PositionwiseFeedForward", x, self.d_model)
         hidden = _ACTIVATIONS[self.activation](self.linear1(x))  # (..., d_ff)
         return self.linear2(self.dropout(hidden))  # (..., D)
 
@@ -101,10 +97,7 @@ class SwiGLUFeedForward(nn.Module):
 
     def __init__(self, d_model: int, d_ff: int, dropout: float = 0.0, bias: bool = False) -> None:
         super().__init__()
-        if d_model < 1 or d_ff < 1:
-            raise ValueError(
-                f"SwiGLUFeedForward: expected positive d_model and d_ff, received {d_model}, {d_ff}"
-            )
+        check_positive_sizes("SwiGLUFeedForward", d_model=d_model, d_ff=d_ff)
         self.d_model, self.d_ff = d_model, d_ff
         self.gate_proj = nn.Linear(d_model, d_ff, bias=bias)
         self.up_proj = nn.Linear(d_model, d_ff, bias=bias)
@@ -117,11 +110,7 @@ class SwiGLUFeedForward(nn.Module):
         Raises:
             ValueError: if the last dimension of ``x`` is not ``d_model``.
         """
-        if x.dim() < 1 or x.shape[-1] != self.d_model:
-            raise ValueError(
-                f"SwiGLUFeedForward: expected input of shape (..., {self.d_model}), "
-                f"received {tuple(x.shape)}"
-            )
+        check_last_dim("SwiGLUFeedForward", x, self.d_model)
         gate = F.silu(self.gate_proj(x))  # (..., d_ff): silu(z) = z * sigmoid(z)
         hidden = gate * self.up_proj(x)  # (..., d_ff): the gate scales each hidden unit
         return self.down_proj(self.dropout(hidden))  # (..., D)

@@ -24,7 +24,16 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
+from ..checks import check_last_dim
+
 __all__ = ["LayerNorm", "RMSNorm"]
+
+
+def _check_init(owner: str, d_model: int, eps: float) -> None:
+    if d_model < 1 or eps < 0:
+        raise ValueError(
+            f"{owner}: expected d_model >= 1 and eps >= 0, received d_model={d_model}, eps={eps}"
+        )
 
 
 class LayerNorm(nn.Module):
@@ -50,10 +59,7 @@ class LayerNorm(nn.Module):
 
     def __init__(self, d_model: int, eps: float = 1e-5) -> None:
         super().__init__()
-        if d_model < 1 or eps < 0:
-            raise ValueError(
-                f"LayerNorm: expected d_model >= 1 and eps >= 0, received d_model={d_model}, eps={eps}"
-            )
+        _check_init("LayerNorm", d_model, eps)
         self.d_model, self.eps = d_model, eps
         self.weight = nn.Parameter(torch.ones(d_model))
         self.bias = nn.Parameter(torch.zeros(d_model))
@@ -64,10 +70,7 @@ class LayerNorm(nn.Module):
         Raises:
             ValueError: if the last dimension of ``x`` is not ``d_model``.
         """
-        if x.dim() < 1 or x.shape[-1] != self.d_model:
-            raise ValueError(
-                f"LayerNorm: expected input of shape (..., {self.d_model}), received {tuple(x.shape)}"
-            )
+        check_last_dim("LayerNorm", x, self.d_model)
         mean = x.mean(dim=-1, keepdim=True)  # (..., 1)
         var = ((x - mean) ** 2).mean(dim=-1, keepdim=True)  # (..., 1), biased: divide by D
         x_hat = (x - mean) / torch.sqrt(var + self.eps)  # (..., D)
@@ -124,10 +127,7 @@ class RMSNorm(nn.Module):
 
     def __init__(self, d_model: int, eps: float = 1e-5) -> None:
         super().__init__()
-        if d_model < 1 or eps < 0:
-            raise ValueError(
-                f"RMSNorm: expected d_model >= 1 and eps >= 0, received d_model={d_model}, eps={eps}"
-            )
+        _check_init("RMSNorm", d_model, eps)
         self.d_model, self.eps = d_model, eps
         self.weight = nn.Parameter(torch.ones(d_model))
 
@@ -137,10 +137,7 @@ class RMSNorm(nn.Module):
         Raises:
             ValueError: if the last dimension of ``x`` is not ``d_model``.
         """
-        if x.dim() < 1 or x.shape[-1] != self.d_model:
-            raise ValueError(
-                f"RMSNorm: expected input of shape (..., {self.d_model}), received {tuple(x.shape)}"
-            )
+        check_last_dim("RMSNorm", x, self.d_model)
         mean_square = (x * x).mean(dim=-1, keepdim=True)  # (..., 1)
         return x * torch.rsqrt(mean_square + self.eps) * self.weight  # (..., D)
 

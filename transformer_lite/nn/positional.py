@@ -49,20 +49,17 @@ def rotation_frequencies(
     Returns:
         ``(ceil(d/2),)`` radians per position, from 1 down to almost ``1/base``.
     """
-    return base ** (
-        -torch.arange(0, d, 2, dtype=dtype, device=device) / d
-    )  # (ceil(d/2),): 2i / d for pair i
+    # (ceil(d/2),): 2i / d for pair i
+    return base ** (-torch.arange(0, d, 2, dtype=dtype, device=device) / d)
 
 
 def _sinusoid_rows(positions: Tensor, d_model: int, base: float) -> Tensor:
     """Rows of the sinusoidal table for the given positions, in float64: ``(len(positions), d_model)``."""
-    freq = rotation_frequencies(
-        d_model, base, device=positions.device
-    )  # omega_i, radians per position
+    # omega_i, radians per position
+    freq = rotation_frequencies(d_model, base, device=positions.device)
     angles = positions.to(torch.float64)[:, None] * freq  # (L, ceil(D/2))
-    pairs = torch.stack(
-        (torch.sin(angles), torch.cos(angles)), dim=-1
-    )  # (L, ceil(D/2), 2): (sin, cos) of pair i
+    # (L, ceil(D/2), 2): (sin, cos) of pair i
+    pairs = torch.stack((torch.sin(angles), torch.cos(angles)), dim=-1)
     # Flatten the pairs in order: sin_0, cos_0, sin_1, cos_1, ... For odd D the final cosine is cut off,
     # so the last feature is a sine.
     return pairs.flatten(-2)[:, :d_model]  # (L, 2 * ceil(D/2)) -> (L, D)
@@ -192,9 +189,8 @@ class SinusoidalPositionalEncoding(nn.Module):
                 f"max_len={self.max_len} allows positions 0..{self.max_len - 1} only"
             )
         positions = torch.arange(offset, offset + L, device=x.device)
-        pe = _sinusoid_rows(positions, self.d_model, self.base).to(
-            x.dtype
-        )  # (L, D), broadcast over B
+        # (L, D), broadcast over B
+        pe = _sinusoid_rows(positions, self.d_model, self.base).to(x.dtype)
         return self.dropout(x + pe)
 
     def extra_repr(self) -> str:

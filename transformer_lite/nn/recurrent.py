@@ -120,9 +120,8 @@ class _Recurrent(nn.Module):
         for t in range(L):
             h = self.cell(x[:, t], h)  # (B, input_size), (B, H) -> (B, H)
             states.append(h)
-        all_hidden = (
-            torch.stack(states, dim=1) if states else x.new_zeros(B, 0, self.hidden_size)
-        )  # (B, L, H)
+        # (B, L, H)
+        all_hidden = torch.stack(states, dim=1) if states else x.new_zeros(B, 0, self.hidden_size)
         return all_hidden, h
 
     def extra_repr(self) -> str:

@@ -191,9 +191,8 @@ class T5RelativePositionBias(nn.Module):
     ) -> None:
         super().__init__()
         check_positive_int("T5RelativePositionBias", "n_heads", n_heads)
-        t5_relative_bucket(
-            torch.zeros(1, dtype=torch.long), n_buckets, max_distance, bidirectional
-        )  # validate
+        # validate
+        t5_relative_bucket(torch.zeros(1, dtype=torch.long), n_buckets, max_distance, bidirectional)
         self.n_heads, self.n_buckets = n_heads, n_buckets
         self.max_distance, self.bidirectional = max_distance, bidirectional
         self.weight = nn.Parameter(torch.randn(n_buckets, n_heads) * 0.02)
@@ -207,15 +206,15 @@ class T5RelativePositionBias(nn.Module):
         Raises:
             ValueError: if ``L`` or ``S`` is not a positive int.
         """
+        # (L, S)
         buckets = t5_relative_bucket(
             relative_positions(L, S, self.weight.device),
             self.n_buckets,
             self.max_distance,
             self.bidirectional,
-        )  # (L, S)
-        return (
-            self.weight[buckets].permute(2, 0, 1).unsqueeze(0)
-        )  # (L, S, H) -> (H, L, S) -> (1, H, L, S)
+        )
+        # (L, S, H) -> (H, L, S) -> (1, H, L, S)
+        return self.weight[buckets].permute(2, 0, 1).unsqueeze(0)
 
     def extra_repr(self) -> str:
         return (
@@ -265,12 +264,10 @@ class ClippedRelativePositionBias(nn.Module):
             ValueError: if ``L`` or ``S`` is not a positive int.
         """
         k = self.max_relative_position
-        index = (
-            relative_positions(L, S, self.weight.device).clamp(-k, k) + k
-        )  # (L, S), values 0 .. 2k
-        return (
-            self.weight[index].permute(2, 0, 1).unsqueeze(0)
-        )  # (L, S, H) -> (H, L, S) -> (1, H, L, S)
+        # (L, S), values 0 .. 2k
+        index = relative_positions(L, S, self.weight.device).clamp(-k, k) + k
+        # (L, S, H) -> (H, L, S) -> (1, H, L, S)
+        return self.weight[index].permute(2, 0, 1).unsqueeze(0)
 
     def extra_repr(self) -> str:
         return f"n_heads={self.n_heads}, max_relative_position={self.max_relative_position}"
@@ -308,9 +305,8 @@ def alibi_slopes(
         return [2.0 ** (-8.0 * h / n) for h in range(1, n + 1)]
 
     p = 1 << (n_heads.bit_length() - 1)  # the largest power of 2 <= n_heads
-    slopes = (
-        geometric(p) + geometric(2 * p)[0::2][: n_heads - p]
-    )  # [0::2]: 0-based 0, 2, 4, ... of the 2P sequence
+    # [0::2]: 0-based 0, 2, 4, ... of the 2P sequence
+    slopes = geometric(p) + geometric(2 * p)[0::2][: n_heads - p]
     return torch.tensor(slopes, dtype=torch.float64, device=device).to(dtype)
 
 
@@ -362,9 +358,8 @@ def alibi_bias(
         L, S, device
     ).double()  # (L, S): j - p_i, negative for keys in the past
     if causal:
-        bias = (slopes * rel).masked_fill(
-            rel > 0, float("-inf")
-        )  # (H, L, S); keys after the query are forbidden
+        # (H, L, S); keys after the query are forbidden
+        bias = (slopes * rel).masked_fill(rel > 0, float("-inf"))
     else:
         bias = slopes * (0.0 - rel.abs())  # (H, L, S); "0.0 -" keeps the diagonal at +0.0, not -0.0
     return bias.unsqueeze(0).to(dtype)  # (1, H, L, S)

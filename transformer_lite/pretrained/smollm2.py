@@ -157,12 +157,10 @@ def unpermute_rows(weight: np.ndarray, n_heads: int) -> np.ndarray:
     """
     rows = weight.shape[0]
     d = rows // n_heads
-    per_head = weight.reshape(
-        n_heads, d // 2, 2, *weight.shape[1:]
-    )  # GGUF: row 2j + i of a head -> (j, i)
-    return per_head.swapaxes(1, 2).reshape(
-        weight.shape
-    )  # (i, j) order: all first halves, then all second halves
+    # GGUF: row 2j + i of a head -> (j, i)
+    per_head = weight.reshape(n_heads, d // 2, 2, *weight.shape[1:])
+    # (i, j) order: all first halves, then all second halves
+    return per_head.swapaxes(1, 2).reshape(weight.shape)
 
 
 def _state_dict(tensors: dict[str, np.ndarray], config: DecoderOnlyConfig) -> dict[str, Tensor]:
@@ -231,9 +229,8 @@ class BPETokenizer:
             ]
         )
         self._tok.decoder = decoders.ByteLevel()
-        control = [
-            t for t, kind in zip(tokens, metadata["tokenizer.ggml.token_type"]) if kind == 3
-        ]  # 3 = CONTROL
+        # 3 = CONTROL
+        control = [t for t, kind in zip(tokens, metadata["tokenizer.ggml.token_type"]) if kind == 3]
         self._tok.add_special_tokens(
             [AddedToken(t, special=True, normalized=False) for t in control]
         )
