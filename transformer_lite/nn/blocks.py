@@ -193,6 +193,9 @@ class TransformerBlock(nn.Module):
     def from_torch(cls, layer: nn.TransformerEncoderLayer) -> TransformerBlock:
         """Build a :class:`TransformerBlock` computing the same function as an ``nn.TransformerEncoderLayer``.
 
+        Unlike the torch layer, which returns the output tensor only, ours returns
+        ``(y, weights)``: the chapters plot what each head attends to.
+
         Copies the attention, feed-forward and both layer norms, and reads
         ``norm_first``, the activation (ReLU or GELU), dropout and eps. Remember
         that the torch layer's boolean ``src_mask`` means ``True`` = blocked,
@@ -415,6 +418,9 @@ class DecoderBlock(nn.Module):
     @classmethod
     def from_torch(cls, layer: nn.TransformerDecoderLayer) -> DecoderBlock:
         """Build a :class:`DecoderBlock` computing the same function as an ``nn.TransformerDecoderLayer``.
+
+        Unlike the torch layer, which returns the output tensor only, ours returns
+        ``(y, self_weights, cross_weights)``: the chapters plot what each head attends to.
 
         Copies both attentions (``self_attn`` and torch's ``multihead_attn``),
         the feed-forward network and the three layer norms, and reads

@@ -195,6 +195,9 @@ class RNN(_Recurrent):
     def from_torch(cls, m: nn.RNN) -> RNN:
         """Build an :class:`RNN` with the weights of a single-layer ``torch.nn.RNN``.
 
+        Ours has one layer only, so its initial and final states are ``(B, hidden_size)``, where
+        ``torch.nn.RNN`` adds a leading ``num_layers`` axis: ``(1, B, hidden_size)``.
+
         ``m.batch_first`` may be either value: our module is always batch-first,
         so feed it ``(B, L, input_size)``. Dtype and device follow ``m``.
 
@@ -260,6 +263,9 @@ class GRU(_Recurrent):
     @classmethod
     def from_torch(cls, m: nn.GRU) -> GRU:
         """Build a :class:`GRU` with the weights of a single-layer ``torch.nn.GRU``.
+
+        Ours has one layer only, so its initial and final states are ``(B, hidden_size)``, where
+        ``torch.nn.GRU`` adds a leading ``num_layers`` axis: ``(1, B, hidden_size)``.
 
         ``m.batch_first`` may be either value: our module is always batch-first.
         Dtype and device follow ``m``.
