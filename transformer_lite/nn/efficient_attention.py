@@ -27,6 +27,7 @@ from typing import Any
 
 import torch
 from torch import Tensor
+from torch.profiler import ProfilerActivity, profile
 
 from .attention import check_attention_inputs
 
@@ -178,8 +179,6 @@ def peak_allocated_bytes(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> i
     Returns:
         Peak bytes (int, >= 0). The result of ``fn`` is discarded.
     """
-    from torch.profiler import ProfilerActivity, profile
-
     with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
         fn(*args, **kwargs)
     # kineto_results holds the raw events; "[memory]" events carry signed byte counts (+ alloc, - free).

@@ -23,6 +23,7 @@ from pathlib import Path
 
 import torch
 from safetensors.torch import load_file
+from tokenizers import Tokenizer
 from torch import Tensor, nn
 
 from ..checks import check_token_ids
@@ -212,8 +213,6 @@ class WordPieceTokenizer:
     """
 
     def __init__(self, tokenizer_json: Path) -> None:
-        from tokenizers import Tokenizer
-
         self._tok = Tokenizer.from_file(str(tokenizer_json))
         self._tok.no_padding()
         self._tok.no_truncation()

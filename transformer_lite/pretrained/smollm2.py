@@ -38,6 +38,9 @@ from pathlib import Path
 
 import numpy as np
 import torch
+from gguf import GGUFReader
+from gguf.quants import dequantize
+from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers
 from torch import Tensor
 
 from ..models.decoder_only import DecoderOnlyConfig, DecoderOnlyTransformer
@@ -80,13 +83,7 @@ def read_gguf(path: str | Path) -> tuple[dict[str, object], dict[str, np.ndarray
         ``(metadata, tensors)``: metadata values by key (ints, floats, strings, lists),
         and float32 arrays by GGUF tensor name in PyTorch's ``(out_features, in_features)``
         order (GGUF lists dimensions innermost first; the reader reverses them).
-
-    Raises:
-        ImportError: if the ``gguf`` package is not installed.
     """
-    from gguf import GGUFReader
-    from gguf.quants import dequantize
-
     reader = GGUFReader(str(path))
     metadata = {key: field.contents() for key, field in reader.fields.items()}
     # np.array copies: the reader's arrays are read-only views of the memory-mapped file.
@@ -212,8 +209,6 @@ class BPETokenizer:
     """
 
     def __init__(self, metadata: dict[str, object]) -> None:
-        from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers
-
         kind = (metadata.get("tokenizer.ggml.model"), metadata.get("tokenizer.ggml.pre"))
         if kind != ("gpt2", "smollm"):
             raise ValueError(
