@@ -44,19 +44,8 @@ def torch_encoder_layer(
     d_model, n_heads, d_ff, norm_first, activation="relu", seed=0, eps=1e-5, dtype=F64
 ):
     """A seeded ``nn.TransformerEncoderLayer`` (batch-first, dropout 0.1, eval mode) with non-trivial parameters."""
-    torch.manual_seed(seed)
-    return _nontrivial(
-        nn.TransformerEncoderLayer(
-            d_model,
-            n_heads,
-            d_ff,
-            dropout=0.1,
-            activation=activation,
-            layer_norm_eps=eps,
-            batch_first=True,
-            norm_first=norm_first,
-            dtype=dtype,
-        )
+    return _torch_layer(
+        nn.TransformerEncoderLayer, d_model, n_heads, d_ff, norm_first, activation, seed, eps, dtype
     )
 
 
@@ -64,17 +53,22 @@ def torch_decoder_layer(
     d_model, n_heads, d_ff, norm_first, activation="relu", seed=0, eps=1e-5, dtype=F64
 ):
     """A seeded ``nn.TransformerDecoderLayer`` (batch-first, dropout 0.1, eval mode) with non-trivial parameters."""
-    torch.manual_seed(seed)
-    return _nontrivial(
-        nn.TransformerDecoderLayer(
-            d_model,
-            n_heads,
-            d_ff,
-            dropout=0.1,
-            activation=activation,
-            layer_norm_eps=eps,
-            batch_first=True,
-            norm_first=norm_first,
-            dtype=dtype,
-        )
+    return _torch_layer(
+        nn.TransformerDecoderLayer, d_model, n_heads, d_ff, norm_first, activation, seed, eps, dtype
     )
+
+
+def _torch_layer(kind, d_model, n_heads, d_ff, norm_first, activation, seed, eps, dtype):
+    torch.manual_seed(seed)
+    layer = kind(
+        d_model,
+        n_heads,
+        d_ff,
+        dropout=0.1,
+        activation=activation,
+        layer_norm_eps=eps,
+        batch_first=True,
+        norm_first=norm_first,
+        dtype=dtype,
+    )
+    return _nontrivial(layer)
