@@ -100,3 +100,53 @@ def test_errors():
         RotaryEmbedding(7)
     with pytest.raises(ValueError, match=r"\(\.\.\., L, 8\)"):
         RotaryEmbedding(8)(torch.randn(2, 6))
+
+
+# --- the cached cosines and sines of RotaryEmbedding (issue 13: faster decoding) ---
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("interleaved", [True, False])
+def test_cached_module_equals_recomputed_rotation_bit_for_bit(dtype, interleaved):
+    # Decoding: a prompt, then one position at a time, past the first cache size (the cache grows).
+    rope = RotaryEmbedding(8, base=500.0, interleaved=interleaved)
+    g = torch.Generator().manual_seed(1)
+    steps = [(0, 5)] + [(s, 1) for s in range(5, 23)] + [(23, 40)]
+    for offset, L in steps:
+        x = torch.randn(2, 3, L, 8, generator=g, dtype=dtype)
+        expected = apply_rotary(x, torch.arange(offset, offset + L), base=500.0, interleaved=interleaved)
+        assert torch.equal(rope(x, offset=offset), expected)
+    # and against the complex-number oracle, for the float64 case
+    if dtype == torch.float64 and interleaved:
+        x = torch.randn(1, 4, 8, generator=g, dtype=dtype)
+        close = torch.allclose(rope(x, offset=60), complex_rope(x, torch.arange(60, 64), base=500.0), atol=1e-12)
+        assert close
+
+
+def test_cache_is_computed_once_per_dtype_and_grows_only_when_needed():
+    rope = RotaryEmbedding(4)
+    cos, sin = rope.cos_sin(10, torch.float32, "cpu")
+    assert cos.shape == sin.shape == (10, 2)
+    again = rope.cos_sin(7, torch.float32, "cpu")
+    assert again[0] is cos and again[1] is sin  # shorter contexts reuse the cached rows
+    grown = rope.cos_sin(11, torch.float32, "cpu")
+    assert grown[0].shape[0] >= 11 and torch.equal(grown[0][:10], cos)
+    assert rope.cos_sin(3, torch.float64, "cpu")[0].dtype == torch.float64  # one cache per dtype
+    assert rope.state_dict() == {}  # nothing cached is saved with a model
+
+
+def test_cache_filled_under_inference_mode_serves_training():
+    rope = RotaryEmbedding(4)
+    with torch.inference_mode():
+        rope(torch.randn(1, 6, 4))
+    x = torch.randn(1, 6, 4, requires_grad=True)
+    rope(x).sum().backward()  # would raise "Inference tensors cannot be saved for backward"
+    assert x.grad is not None
+
+
+@pytest.mark.parametrize("d", [1, 2, 7, 64])
+def test_rotation_frequencies_against_the_papers_formula(d):
+    from transformer_lite.nn.positional import rotation_frequencies
+
+    expected = [10000.0 ** (-2 * i / d) for i in range((d + 1) // 2)]  # omega_i = 10000^(-2i/d)
+    assert rotation_frequencies(d).tolist() == pytest.approx(expected, rel=1e-15)
