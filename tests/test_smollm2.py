@@ -28,6 +28,7 @@ from safetensors.torch import load_file
 
 from transformer_lite.models.decoder_only import DecoderOnlyConfig, DecoderOnlyTransformer, KVCache
 from transformer_lite.pretrained.smollm2 import (
+    GGUF_LAYER_NAMES,
     _state_dict,
     config_from_gguf,
     load_smollm2,
@@ -203,17 +204,7 @@ def _gguf_tensors(model: DecoderOnlyTransformer, permute: bool) -> dict[str, np.
         "token_embd.weight": sd["token_embedding.weight"],
         "output_norm.weight": sd["final_norm.weight"],
     }
-    names = {
-        "attn_norm": "norm1",
-        "attn_q": "self_attn.q_proj",
-        "attn_k": "self_attn.k_proj",
-        "attn_v": "self_attn.v_proj",
-        "attn_output": "self_attn.out_proj",
-        "ffn_norm": "norm2",
-        "ffn_gate": "ff.gate_proj",
-        "ffn_up": "ff.up_proj",
-        "ffn_down": "ff.down_proj",
-    }
+    names = GGUF_LAYER_NAMES  # the golden-value tests check the mapping itself
     for i in range(c.n_layers):
         for theirs, ours in names.items():
             w = sd[f"blocks.{i}.{ours}.weight"]

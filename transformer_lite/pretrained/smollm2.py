@@ -160,19 +160,23 @@ def unpermute_rows(weight: np.ndarray, n_heads: int) -> np.ndarray:
     return per_head.swapaxes(1, 2).reshape(weight.shape)
 
 
+# GGUF (llama.cpp) name of each tensor of block i ("blk.{i}.<name>.weight") -> ours ("blocks.{i}.<name>.weight")
+GGUF_LAYER_NAMES = {
+    "attn_norm": "norm1",
+    "attn_q": "self_attn.q_proj",
+    "attn_k": "self_attn.k_proj",
+    "attn_v": "self_attn.v_proj",
+    "attn_output": "self_attn.out_proj",
+    "ffn_norm": "norm2",
+    "ffn_gate": "ff.gate_proj",
+    "ffn_up": "ff.up_proj",
+    "ffn_down": "ff.down_proj",
+}
+
+
 def _state_dict(tensors: dict[str, np.ndarray], config: DecoderOnlyConfig) -> dict[str, Tensor]:
     """Our parameter names -> tensors, from GGUF (llama.cpp) tensor names."""
-    per_layer = {
-        "attn_norm": "norm1",
-        "attn_q": "self_attn.q_proj",
-        "attn_k": "self_attn.k_proj",
-        "attn_v": "self_attn.v_proj",
-        "attn_output": "self_attn.out_proj",
-        "ffn_norm": "norm2",
-        "ffn_gate": "ff.gate_proj",
-        "ffn_up": "ff.up_proj",
-        "ffn_down": "ff.down_proj",
-    }
+    per_layer = GGUF_LAYER_NAMES
     n_kv = config.n_kv_heads or config.n_heads
     sd = {
         "token_embedding.weight": tensors["token_embd.weight"],
