@@ -11,5 +11,6 @@
 - :mod:`.recurrent`: the RNN and GRU that chapter 6 compares with attention.
 
 A GPT-style block reads in :mod:`.blocks` (:class:`CausalTransformerBlock` and :func:`residual`),
-:mod:`.attention` and :mod:`.feedforward`.
+:mod:`.attention` (:class:`GroupedQueryAttention`) and :mod:`.feedforward`, with its norms in
+:mod:`.normalization`.
 """
