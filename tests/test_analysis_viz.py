@@ -1,4 +1,4 @@
-"""Tests for transformer_lite.analysis (head scores) and transformer_lite.viz (figures).
+"""Tests for transformer_lite.book.analysis (head scores) and transformer_lite.book.viz (figures).
 
 Oracles:
 
@@ -30,10 +30,16 @@ import torch  # noqa: E402
 
 
 from transformer_lite import MultiHeadAttention, TransformerBlock, causal_mask  # noqa: E402
-from transformer_lite.analysis import (attention_value_norms, key_score, norm_shares, offset_score,  # noqa: E402
-                                       previous_token_score, transformed_values)
-from transformer_lite.relative import alibi_bias  # noqa: E402
-from transformer_lite.viz import plot_attention, plot_head_grid, plot_mask, plot_score_bias  # noqa: E402
+from transformer_lite.book.analysis import (
+    attention_value_norms,
+    key_score,
+    norm_shares,
+    offset_score,
+    previous_token_score,
+    transformed_values,
+)
+from transformer_lite.nn.relative_position import alibi_bias  # noqa: E402
+from transformer_lite.book.viz import plot_attention, plot_head_grid, plot_mask, plot_score_bias  # noqa: E402
 
 # Rows = queries, columns = keys; each row sums to 1.
 #   main diagonal (offset 0):   1.0, 0.4, 0.2   -> mean 1.6 / 3

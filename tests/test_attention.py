@@ -1,4 +1,4 @@
-"""Tests for transformer_lite.attention: scaled_dot_product_attention and MultiHeadAttention.
+"""Tests for transformer_lite.nn.attention: scaled_dot_product_attention and MultiHeadAttention.
 
 Oracles, in the order STYLE.md asks for:
 
@@ -22,14 +22,14 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from transformer_lite import (MultiHeadAttention, bool_to_additive_mask, causal_mask, padding_mask,
-                              scaled_dot_product_attention)
-
-F64 = torch.float64
-
-
-def close(actual, expected, atol=1e-12, rtol=1e-10, msg=None):
-    torch.testing.assert_close(actual, expected, atol=atol, rtol=rtol, msg=msg)
+from tests.conftest import F64, close
+from transformer_lite import (
+    MultiHeadAttention,
+    bool_to_additive_mask,
+    causal_mask,
+    padding_mask,
+    scaled_dot_product_attention,
+)
 
 
 def rand(*shape, dtype=F64, seed=None, gen=None):
@@ -42,11 +42,14 @@ def reference_weights(q, k, mask=None):
     """softmax(q k^T / sqrt(d_k) + B) with torch.softmax: an independent statement of Eq. (1)."""
     scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
     if mask is not None:
-        scores = scores + (bool_to_additive_mask(mask, q.dtype) if mask.dtype == torch.bool else mask)
+        scores = scores + (
+            bool_to_additive_mask(mask, q.dtype) if mask.dtype == torch.bool else mask
+        )
     return torch.softmax(scores, dim=-1)
 
 
 # --------------------------------------------------------------------------- 1. by hand
+
 
 def _softmax_by_hand(scores):
     exps = [math.exp(s) for s in scores]
@@ -78,7 +81,9 @@ def test_sdpa_two_queries_with_a_mask_by_hand():
     w0 = _softmax_by_hand([1 / r, 0 / r, 1 / r])
     w1_allowed = _softmax_by_hand([0 / r, 2 / r])  # keys 0 and 2 only
     w1 = [w1_allowed[0], 0.0, w1_allowed[1]]
-    out_expected = [[sum(w[j] * v[j, c].item() for j in range(3)) for c in range(2)] for w in (w0, w1)]
+    out_expected = [
+        [sum(w[j] * v[j, c].item() for j in range(3)) for c in range(2)] for w in (w0, w1)
+    ]
 
     out, weights = scaled_dot_product_attention(q, k, v, attn_mask=mask)
 
@@ -100,6 +105,7 @@ def test_sdpa_float_mask_is_added_to_scores_by_hand():
 
 
 # --------------------------------------------------------------------------- 2. F.sdpa oracle
+
 
 @pytest.mark.parametrize("batch", [(), (3,), (2, 3)])
 def test_sdpa_matches_torch_without_mask(batch):
@@ -195,10 +201,13 @@ def test_sdpa_broadcasts_batch_dims_like_torch():
 
 # --------------------------------------------------------------------------- 3. nn.MultiheadAttention oracle
 
+
 def _torch_mha(d_model=8, n_heads=2, bias=True, seed=0):
     torch.manual_seed(seed)
     m = nn.MultiheadAttention(d_model, n_heads, batch_first=True, bias=bias, dtype=F64).eval()
-    with torch.no_grad():  # the default init sets biases to 0: randomize them so that copying them is tested
+    with (
+        torch.no_grad()
+    ):  # the default init sets biases to 0: randomize them so that copying them is tested
         for p in m.parameters():
             p.copy_(torch.randn_like(p) * 0.5)
     return m
@@ -207,8 +216,9 @@ def _torch_mha(d_model=8, n_heads=2, bias=True, seed=0):
 def _compare_mha(theirs, query, key, value, our_mask=None, torch_kwargs=None, is_causal=False):
     ours = MultiHeadAttention.from_torch(theirs).eval()
     out, weights = ours(query, key, value, attn_mask=our_mask, is_causal=is_causal)
-    t_out, t_weights = theirs(query, key, value, need_weights=True, average_attn_weights=False,
-                              **(torch_kwargs or {}))
+    t_out, t_weights = theirs(
+        query, key, value, need_weights=True, average_attn_weights=False, **(torch_kwargs or {})
+    )
     close(out, t_out)
     close(weights, t_weights)
     return out, weights
@@ -267,7 +277,9 @@ def test_mha_per_head_4d_mask_matches_torch():
     gen = torch.Generator().manual_seed(16)
     q, kv = rand(3, 4, 8, gen=gen), rand(3, 5, 8, gen=gen)
     mask = _random_bool_mask((3, 2, 4, 5), gen)  # (B, H, L, S)
-    _compare_mha(theirs, q, kv, kv, our_mask=mask, torch_kwargs={"attn_mask": ~mask.reshape(6, 4, 5)})
+    _compare_mha(
+        theirs, q, kv, kv, our_mask=mask, torch_kwargs={"attn_mask": ~mask.reshape(6, 4, 5)}
+    )
 
 
 def test_mha_float_mask_has_the_same_meaning_as_torch():
@@ -287,8 +299,14 @@ def test_mha_padding_mask_matches_torch_key_padding_mask(self_attention):
     kv = rand(3, S, 12, gen=gen)
     q = kv if self_attention else rand(3, 4, 12, gen=gen)
     valid = torch.tensor([[1, 1, 1, 1, 1, 1], [1, 1, 1, 0, 0, 0], [1, 0, 0, 0, 0, 0]])
-    _, weights = _compare_mha(theirs, q, kv, kv, our_mask=padding_mask(valid),
-                              torch_kwargs={"key_padding_mask": ~valid.bool()})
+    _, weights = _compare_mha(
+        theirs,
+        q,
+        kv,
+        kv,
+        our_mask=padding_mask(valid),
+        torch_kwargs={"key_padding_mask": ~valid.bool()},
+    )
     pad_keys = ~valid.bool()[:, None, None, :].expand_as(weights)
     assert (weights[pad_keys] == 0).all()
 
@@ -302,6 +320,7 @@ def test_mha_from_torch_copies_dtype():
 
 # --------------------------------------------------------------------------- 4. numerics
 
+
 def test_sdpa_large_logits_are_finite_and_match_float64_reference():
     gen = torch.Generator().manual_seed(20)
     d_k = 4
@@ -311,14 +330,20 @@ def test_sdpa_large_logits_are_finite_and_match_float64_reference():
     scores = q @ k.transpose(-2, -1) / math.sqrt(d_k)
     assert scores.abs().max() > 5e3, "the test needs scores of order 1e4"
     out, weights = scaled_dot_product_attention(q, k, v)
-    assert torch.isfinite(out).all() and torch.isfinite(weights).all(), "subtract the row max before exp()"
+    assert torch.isfinite(out).all() and torch.isfinite(weights).all(), (
+        "subtract the row max before exp()"
+    )
     close(weights, torch.softmax(scores, dim=-1))
     close(out, torch.softmax(scores, dim=-1) @ v)
 
 
 def test_sdpa_large_logits_float32_finite():
     gen = torch.Generator().manual_seed(21)
-    q, k, v = (rand(2, 3, 4, gen=gen) * 100).float(), (rand(2, 5, 4, gen=gen) * 100).float(), rand(2, 5, 3, gen=gen)
+    q, k, v = (
+        (rand(2, 3, 4, gen=gen) * 100).float(),
+        (rand(2, 5, 4, gen=gen) * 100).float(),
+        rand(2, 5, 3, gen=gen),
+    )
     out, weights = scaled_dot_product_attention(q, k, v.float())
     assert torch.isfinite(out).all() and torch.isfinite(weights).all()
     ref = torch.softmax(q.double() @ k.double().transpose(-2, -1) / 2.0, dim=-1)
@@ -328,11 +353,17 @@ def test_sdpa_large_logits_float32_finite():
 @pytest.mark.parametrize("dtype,atol", [(torch.float16, 5e-3), (torch.bfloat16, 4e-2)])
 def test_sdpa_half_precision_is_finite_and_close_to_float32(dtype, atol):
     gen = torch.Generator().manual_seed(22)
-    q, k, v = rand(2, 2, 6, 8, gen=gen).float(), rand(2, 2, 7, 8, gen=gen).float(), rand(2, 2, 7, 8, gen=gen).float()
+    q, k, v = (
+        rand(2, 2, 6, 8, gen=gen).float(),
+        rand(2, 2, 7, 8, gen=gen).float(),
+        rand(2, 2, 7, 8, gen=gen).float(),
+    )
     q = q * 4  # sizeable logits, still representable in half precision
     mask = _random_bool_mask((6, 7), gen)
     out32, w32 = scaled_dot_product_attention(q, k, v, attn_mask=mask)
-    out, weights = scaled_dot_product_attention(q.to(dtype), k.to(dtype), v.to(dtype), attn_mask=mask)
+    out, weights = scaled_dot_product_attention(
+        q.to(dtype), k.to(dtype), v.to(dtype), attn_mask=mask
+    )
     assert out.dtype == dtype and weights.dtype == dtype
     assert torch.isfinite(out).all() and torch.isfinite(weights).all()
     torch.testing.assert_close(out.float(), out32, atol=atol, rtol=0)
@@ -351,7 +382,9 @@ def test_sdpa_float16_scores_beyond_float16_range_are_computed_in_float32():
     out32, w32 = scaled_dot_product_attention(q, k, v)
     out, weights = scaled_dot_product_attention(q.half(), k.half(), v.half())
     assert out.dtype == torch.float16
-    assert torch.isfinite(out).all() and torch.isfinite(weights).all(), "compute half inputs in float32"
+    assert torch.isfinite(out).all() and torch.isfinite(weights).all(), (
+        "compute half inputs in float32"
+    )
     torch.testing.assert_close(out.float(), out32, atol=5e-3, rtol=0)
     torch.testing.assert_close(weights.float(), w32, atol=1e-3, rtol=0)
 
@@ -376,6 +409,7 @@ def test_sdpa_fully_masked_rows_from_causal_mask_with_fewer_keys():
 
 
 # --------------------------------------------------------------------------- 5. gradients
+
 
 def test_sdpa_gradcheck_with_mask_including_fully_masked_row():
     gen = torch.Generator().manual_seed(30)
@@ -408,7 +442,9 @@ def test_mha_gradcheck_inputs_and_parameters():
     params = tuple(p.detach().clone().requires_grad_() for p in mha.parameters())
 
     def f(q, kv, *ps):
-        out, _ = torch.func.functional_call(mha, dict(zip(names, ps)), (q, kv, kv), {"attn_mask": mask})
+        out, _ = torch.func.functional_call(
+            mha, dict(zip(names, ps)), (q, kv, kv), {"attn_mask": mask}
+        )
         return out
 
     assert torch.autograd.gradcheck(f, (q, kv, *params))
@@ -430,6 +466,7 @@ def test_mha_gradients_match_torch():
 
 # --------------------------------------------------------------------------- 6. dropout
 
+
 def test_mha_dropout_active_in_train_mode_only():
     torch.manual_seed(40)
     mha = MultiHeadAttention(8, 2, dropout=0.5).to(F64)
@@ -441,7 +478,9 @@ def test_mha_dropout_active_in_train_mode_only():
     mha.train()
     torch.manual_seed(41)
     train_out, train_w = mha(x, x, x)
-    assert not torch.allclose(train_out, eval_out), "dropout > 0 in train mode must change the output"
+    assert not torch.allclose(train_out, eval_out), (
+        "dropout > 0 in train mode must change the output"
+    )
     close(train_w, eval_w, msg="the returned weights are taken before dropout")
 
 
@@ -466,13 +505,20 @@ def test_sdpa_dropout_keeps_expectation_and_zeroes_weights():
 
 # --------------------------------------------------------------------------- 7. errors
 
+
 def _qkv(q_shape=(2, 3, 4), k_shape=(2, 5, 4), v_shape=(2, 5, 6), dtype=F64):
-    return torch.zeros(q_shape, dtype=dtype), torch.zeros(k_shape, dtype=dtype), torch.zeros(v_shape, dtype=dtype)
+    return (
+        torch.zeros(q_shape, dtype=dtype),
+        torch.zeros(k_shape, dtype=dtype),
+        torch.zeros(v_shape, dtype=dtype),
+    )
 
 
 def test_sdpa_rejects_rank_1_inputs():
     q, k, v = _qkv()
-    with pytest.raises(ValueError, match=r"expected query of shape \(\.\.\., len, dim\).*received shape \(4,\)"):
+    with pytest.raises(
+        ValueError, match=r"expected query of shape \(\.\.\., len, dim\).*received shape \(4,\)"
+    ):
         scaled_dot_product_attention(torch.zeros(4, dtype=F64), k, v)
     with pytest.raises(ValueError, match=r"expected value .*received shape \(6,\)"):
         scaled_dot_product_attention(q, k, torch.zeros(6, dtype=F64))
@@ -480,19 +526,25 @@ def test_sdpa_rejects_rank_1_inputs():
 
 def test_sdpa_rejects_mismatched_d_k():
     q, _, v = _qkv()
-    with pytest.raises(ValueError, match=r"share d_k.*expected key shape \(\.\.\., S, 4\), received \(2, 5, 3\)"):
+    with pytest.raises(
+        ValueError, match=r"share d_k.*expected key shape \(\.\.\., S, 4\), received \(2, 5, 3\)"
+    ):
         scaled_dot_product_attention(q, torch.zeros(2, 5, 3, dtype=F64), v)
 
 
 def test_sdpa_rejects_key_value_length_mismatch():
     q, k, _ = _qkv()
-    with pytest.raises(ValueError, match=r"share S.*expected value shape \(\.\.\., 5, d_v\), received \(2, 4, 6\)"):
+    with pytest.raises(
+        ValueError, match=r"share S.*expected value shape \(\.\.\., 5, d_v\), received \(2, 4, 6\)"
+    ):
         scaled_dot_product_attention(q, k, torch.zeros(2, 4, 6, dtype=F64))
 
 
 def test_sdpa_rejects_non_broadcastable_batch_dims():
     q, k, v = _qkv(q_shape=(2, 3, 4), k_shape=(3, 5, 4), v_shape=(3, 5, 6))
-    with pytest.raises(ValueError, match=r"batch dimensions do not broadcast: query \(2, 3, 4\), key \(3, 5, 4\)"):
+    with pytest.raises(
+        ValueError, match=r"batch dimensions do not broadcast: query \(2, 3, 4\), key \(3, 5, 4\)"
+    ):
         scaled_dot_product_attention(q, k, v)
 
 
@@ -501,13 +553,17 @@ def test_sdpa_rejects_mask_of_wrong_shape(mask_shape):
     q, k, v = _qkv()
     mask = torch.ones(mask_shape, dtype=torch.bool)
     shape_text = re.escape(str(tuple(mask_shape)))
-    with pytest.raises(ValueError, match=rf"broadcasts to \(\.\.\., L, S\) = \(2, 3, 5\), received {shape_text}"):
+    with pytest.raises(
+        ValueError, match=rf"broadcasts to \(\.\.\., L, S\) = \(2, 3, 5\), received {shape_text}"
+    ):
         scaled_dot_product_attention(q, k, v, attn_mask=mask)
 
 
 def test_sdpa_rejects_integer_mask():
     q, k, v = _qkv()
-    with pytest.raises(ValueError, match=r"expected dtype torch.bool .* or a floating dtype .*received torch.int64"):
+    with pytest.raises(
+        ValueError, match=r"expected dtype torch.bool .* or a floating dtype .*received torch.int64"
+    ):
         scaled_dot_product_attention(q, k, v, attn_mask=torch.ones(3, 5, dtype=torch.int64))
 
 
@@ -516,7 +572,9 @@ def test_sdpa_rejects_nan_or_plus_inf_in_float_mask(bad):
     q, k, v = _qkv()
     mask = torch.zeros(3, 5, dtype=F64)
     mask[1, 2] = bad
-    with pytest.raises(ValueError, match=r"float mask may hold finite values and -inf, received NaN or \+inf"):
+    with pytest.raises(
+        ValueError, match=r"float mask may hold finite values and -inf, received NaN or \+inf"
+    ):
         scaled_dot_product_attention(q, k, v, attn_mask=mask)
 
 
@@ -535,7 +593,9 @@ def test_sdpa_rejects_dropout_out_of_range(p):
 
 def test_sdpa_rejects_mixed_dtypes():
     q, k, v = _qkv()
-    with pytest.raises(ValueError, match=r"one dtype, received torch.float64, torch.float32, torch.float64"):
+    with pytest.raises(
+        ValueError, match=r"one dtype, received torch.float64, torch.float32, torch.float64"
+    ):
         scaled_dot_product_attention(q, k.float(), v)
 
 
@@ -545,11 +605,14 @@ def test_sdpa_rejects_integer_inputs():
         scaled_dot_product_attention(q.long(), k, v)
 
 
-@pytest.mark.parametrize("d_model,n_heads,pattern", [
-    (10, 3, r"d_model must be divisible by n_heads, received d_model=10, n_heads=3"),
-    (0, 1, r"expected positive d_model and n_heads, received 0, 1"),
-    (8, 0, r"expected positive d_model and n_heads, received 8, 0"),
-])
+@pytest.mark.parametrize(
+    "d_model,n_heads,pattern",
+    [
+        (10, 3, r"d_model must be divisible by n_heads, received d_model=10, n_heads=3"),
+        (0, 1, r"expected positive d_model and n_heads, received 0, 1"),
+        (8, 0, r"expected positive d_model and n_heads, received 8, 0"),
+    ],
+)
 def test_mha_constructor_errors(d_model, n_heads, pattern):
     with pytest.raises(ValueError, match=pattern):
         MultiHeadAttention(d_model, n_heads)
@@ -558,27 +621,36 @@ def test_mha_constructor_errors(d_model, n_heads, pattern):
 def test_mha_rejects_wrong_d_model_input():
     mha = MultiHeadAttention(8, 2)
     x = torch.zeros(2, 3, 8)
-    with pytest.raises(ValueError, match=r"expected key of shape \(B, len, 8\), received \(2, 3, 6\)"):
+    with pytest.raises(
+        ValueError, match=r"expected key of shape \(B, len, 8\), received \(2, 3, 6\)"
+    ):
         mha(x, torch.zeros(2, 3, 6), x)
 
 
 def test_mha_rejects_4d_input():
     mha = MultiHeadAttention(8, 2)
     x = torch.zeros(2, 3, 8)
-    with pytest.raises(ValueError, match=r"expected query of shape \(B, len, 8\), received \(1, 2, 3, 8\)"):
+    with pytest.raises(
+        ValueError, match=r"expected query of shape \(B, len, 8\), received \(1, 2, 3, 8\)"
+    ):
         mha(x[None], x, x)
 
 
 def test_mha_rejects_batch_mismatch():
     mha = MultiHeadAttention(8, 2)
-    with pytest.raises(ValueError, match=r"expected one batch size B, received query \(2, 3, 8\), key \(3, 3, 8\)"):
+    with pytest.raises(
+        ValueError, match=r"expected one batch size B, received query \(2, 3, 8\), key \(3, 3, 8\)"
+    ):
         mha(torch.zeros(2, 3, 8), torch.zeros(3, 3, 8), torch.zeros(3, 3, 8))
 
 
 def test_mha_rejects_key_value_length_mismatch():
     mha = MultiHeadAttention(8, 2)
     x = torch.zeros(2, 3, 8)
-    with pytest.raises(ValueError, match=r"key and value of one length S, received key \(2, 3, 8\) and value \(2, 4, 8\)"):
+    with pytest.raises(
+        ValueError,
+        match=r"key and value of one length S, received key \(2, 3, 8\) and value \(2, 4, 8\)",
+    ):
         mha(x, x, torch.zeros(2, 4, 8))
 
 
@@ -587,8 +659,11 @@ def test_mha_rejects_bad_mask_rank(mask_shape):
     mha = MultiHeadAttention(8, 2)
     x = torch.zeros(2, 3, 8)
     shape_text = re.escape(str(mask_shape))
-    with pytest.raises(ValueError, match=rf"expected attn_mask of shape \(L, S\), \(B, L, S\) or \(B, H, L, S\), "
-                                         rf"received {shape_text}"):
+    with pytest.raises(
+        ValueError,
+        match=rf"expected attn_mask of shape \(L, S\), \(B, L, S\) or \(B, H, L, S\), "
+        rf"received {shape_text}",
+    ):
         mha(x, x, x, attn_mask=torch.ones(mask_shape, dtype=torch.bool))
 
 
@@ -596,17 +671,23 @@ def test_mha_rejects_mask_that_does_not_broadcast():
     mha = MultiHeadAttention(8, 2)
     x = torch.zeros(2, 3, 8)
     with pytest.raises(ValueError, match=r"received \(2, 3\)"):
-        mha(x, x, x, attn_mask=torch.ones(2, 3, dtype=torch.bool))  # a (B, S) marker is not an (L, S) mask
+        # a (B, S) marker is not an (L, S) mask
+        mha(x, x, x, attn_mask=torch.ones(2, 3, dtype=torch.bool))
 
 
-@pytest.mark.parametrize("bad", [nn.Linear(4, 4), nn.TransformerEncoderLayer(8, 2, batch_first=True)])
+@pytest.mark.parametrize(
+    "bad", [nn.Linear(4, 4), nn.TransformerEncoderLayer(8, 2, batch_first=True)]
+)
 def test_mha_from_torch_rejects_wrong_type(bad):
-    with pytest.raises(ValueError, match=rf"expected nn.MultiheadAttention, received {type(bad).__name__}"):
+    with pytest.raises(
+        ValueError, match=rf"expected nn.MultiheadAttention, received {type(bad).__name__}"
+    ):
         MultiHeadAttention.from_torch(bad)
 
 
 @pytest.mark.parametrize("kwargs", [{"kdim": 4}, {"add_bias_kv": True}, {"add_zero_attn": True}])
 def test_mha_from_torch_rejects_unsupported_options(kwargs):
-    with pytest.raises(ValueError, match=r"kdim/vdim != embed_dim, add_bias_kv and add_zero_attn are not supported"):
+    with pytest.raises(
+        ValueError, match=r"kdim/vdim != embed_dim, add_bias_kv and add_zero_attn are not supported"
+    ):
         MultiHeadAttention.from_torch(nn.MultiheadAttention(8, 2, batch_first=True, **kwargs))
-

@@ -49,10 +49,13 @@ def test_every_attention_variant_computes_the_same_attention(floors, shape):
             result = fns[name]()
             out = result[0] if isinstance(result, tuple) else result
             assert out.shape == out64.shape, name
-            torch.testing.assert_close(out.double(), out64, rtol=1e-5, atol=1e-6, msg=f"output of {name}")
+            torch.testing.assert_close(
+                out.double(), out64, rtol=1e-5, atol=1e-6, msg=f"output of {name}"
+            )
             if isinstance(result, tuple):  # the variants that return the weights, as ours does
-                torch.testing.assert_close(result[1].double(), weights64, rtol=1e-5, atol=1e-6,
-                                           msg=f"weights of {name}")
+                torch.testing.assert_close(
+                    result[1].double(), weights64, rtol=1e-5, atol=1e-6, msg=f"weights of {name}"
+                )
 
 
 def test_bare_inplace_weights_overwrite_the_scores_and_equal_bare(floors):
@@ -80,7 +83,10 @@ def test_summarize_pools_rounds_and_takes_ratios_to_the_fused_kernel(floors):
 
     rounds = []
     for scale in (1.0, 2.0):  # round 2 is a slower period: every time doubled
-        r = {n: variant([scale * 0.010, scale * 0.030, scale * 0.020], [0, 0, 0]) for n in floors.VARIANTS}
+        r = {
+            n: variant([scale * 0.010, scale * 0.030, scale * 0.020], [0, 0, 0])
+            for n in floors.VARIANTS
+        }
         r["torch_fused"] = variant([scale * 0.004, scale * 0.005, scale * 0.006], [0, 0, 0])
         r["ours"] = variant([scale * 0.007, scale * 0.008, scale * 0.009], [8192, 8192, 0])
         rounds.append(r)

@@ -1,4 +1,4 @@
-"""Tests for transformer_lite.blocks.TransformerBlock.
+"""Tests for transformer_lite.nn.blocks.TransformerBlock.
 
 Oracle: ``torch.nn.TransformerEncoderLayer(batch_first=True)`` in float64 and
 eval mode, its weights copied with ``TransformerBlock.from_torch``, for
@@ -16,36 +16,23 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from tests.conftest import F64, close, rand, torch_encoder_layer
 from transformer_lite import TransformerBlock, causal_mask, padding_mask
 
-F64 = torch.float64
 D, H, D_FF = 8, 2, 16
 
 
-def close(actual, expected, atol=1e-12, rtol=1e-10, msg=None):
-    torch.testing.assert_close(actual, expected, atol=atol, rtol=rtol, msg=msg)
-
-
-def rand(*shape, seed=0):
-    return torch.randn(*shape, dtype=F64, generator=torch.Generator().manual_seed(seed))
-
-
 def torch_layer(norm_first, activation, seed=0, eps=1e-5):
-    torch.manual_seed(seed)
-    layer = nn.TransformerEncoderLayer(D, H, D_FF, dropout=0.1, activation=activation, layer_norm_eps=eps,
-                                       batch_first=True, norm_first=norm_first, dtype=F64)
-    with torch.no_grad():  # non-trivial biases and norm parameters, so that copying them is tested
-        for name, p in layer.named_parameters():
-            if "norm" in name and "weight" in name:
-                p.copy_(1 + 0.3 * torch.randn_like(p))
-            elif name.endswith("bias"):
-                p.copy_(0.3 * torch.randn_like(p))
-    return layer.eval()
+    return torch_encoder_layer(D, H, D_FF, norm_first, activation, seed=seed, eps=eps)
 
 
 ACTIVATIONS = {
-    "relu-str": "relu", "relu-fn": F.relu, "relu-module": nn.ReLU(),
-    "gelu-str": "gelu", "gelu-fn": F.gelu, "gelu-module": nn.GELU(),
+    "relu-str": "relu",
+    "relu-fn": F.relu,
+    "relu-module": nn.ReLU(),
+    "gelu-str": "gelu",
+    "gelu-fn": F.gelu,
+    "gelu-module": nn.GELU(),
 }
 MASKS = ["none", "causal", "padding", "causal+padding"]
 VALID = torch.tensor([[1, 1, 1, 1, 1], [1, 1, 1, 0, 0], [1, 1, 0, 0, 0]])
@@ -81,9 +68,15 @@ def test_block_matches_torch_encoder_layer(norm_first, act_name, mask_kind):
     # The weights the block returns are those of its self-attention sublayer on that sublayer's input.
     sub_in = layer.norm1(x) if norm_first else x
     torch_attn_mask = kwargs.get("src_mask")
-    _, t_weights = layer.self_attn(sub_in, sub_in, sub_in, attn_mask=torch_attn_mask,
-                                   key_padding_mask=kwargs.get("src_key_padding_mask"),
-                                   need_weights=True, average_attn_weights=False)
+    _, t_weights = layer.self_attn(
+        sub_in,
+        sub_in,
+        sub_in,
+        attn_mask=torch_attn_mask,
+        key_padding_mask=kwargs.get("src_key_padding_mask"),
+        need_weights=True,
+        average_attn_weights=False,
+    )
     close(weights, t_weights)
     assert weights.shape == (3, H, 5, 5)
 
@@ -122,7 +115,7 @@ def test_block_from_torch_reads_eps_dropout_and_dtype():
     # the copied float64 parameters are bit-identical, not rounded through float32
     assert torch.equal(ours.ff.linear1.weight, layer.linear1.weight)
     assert torch.equal(ours.ff.linear2.bias, layer.linear2.bias)
-    assert torch.equal(ours.self_attn.k_proj.weight, layer.self_attn.in_proj_weight[D:2 * D])
+    assert torch.equal(ours.self_attn.k_proj.weight, layer.self_attn.in_proj_weight[D : 2 * D])
     assert torch.equal(ours.norm2.weight, layer.norm2.weight)
 
 
@@ -145,7 +138,11 @@ def test_block_norm_orders_written_out():
         else:
             h = blk.norm1(x + attn(x))
             expected = blk.norm2(h + blk.ff(h))
-        close(blk(x)[0], expected, msg=f"norm_first={norm_first}: are the sublayer/norm orders swapped?")
+        close(
+            blk(x)[0],
+            expected,
+            msg=f"norm_first={norm_first}: are the sublayer/norm orders swapped?",
+        )
 
 
 @pytest.mark.parametrize("norm_first", [False, True], ids=["post-norm", "pre-norm"])
@@ -186,22 +183,34 @@ def test_block_dropout_train_differs_from_eval():
     assert torch.equal(blk0.train()(x)[0], blk0.eval()(x)[0])
 
 
-@pytest.mark.parametrize("bad", [nn.Linear(4, 4), nn.TransformerDecoderLayer(8, 2, batch_first=True)])
+@pytest.mark.parametrize(
+    "bad", [nn.Linear(4, 4), nn.TransformerDecoderLayer(8, 2, batch_first=True)]
+)
 def test_block_from_torch_rejects_wrong_type(bad):
-    with pytest.raises(ValueError, match=rf"expected nn.TransformerEncoderLayer, received {type(bad).__name__}"):
+    with pytest.raises(
+        ValueError, match=rf"expected nn.TransformerEncoderLayer, received {type(bad).__name__}"
+    ):
         TransformerBlock.from_torch(bad)
 
 
 def test_block_from_torch_rejects_other_activation():
     layer = nn.TransformerEncoderLayer(8, 2, 16, activation=torch.tanh, batch_first=True)
-    with pytest.raises(ValueError, match=r"expected a ReLU or GELU activation, received <built-in method tanh"):
+    with pytest.raises(
+        ValueError,
+        match=r"expected a ReLU or exact GELU activation, received <built-in method tanh",
+    ):
         TransformerBlock.from_torch(layer)
 
 
 def test_block_from_torch_rejects_tanh_approximate_gelu():
     # nn.GELU(approximate="tanh") is a different function from the exact GELU our block computes.
-    layer = nn.TransformerEncoderLayer(8, 2, 16, activation=nn.GELU(approximate="tanh"), batch_first=True)
-    with pytest.raises(ValueError, match=r"expected a ReLU or GELU activation, received GELU\(approximate='tanh'\)"):
+    layer = nn.TransformerEncoderLayer(
+        8, 2, 16, activation=nn.GELU(approximate="tanh"), batch_first=True
+    )
+    with pytest.raises(
+        ValueError,
+        match=r"expected a ReLU or exact GELU activation, received GELU\(approximate='tanh'\)",
+    ):
         TransformerBlock.from_torch(layer)
 
 
@@ -213,7 +222,9 @@ def test_block_from_torch_rejects_bias_false():
 
 def test_block_rejects_bad_input_shape():
     blk = TransformerBlock(D, H, D_FF)
-    with pytest.raises(ValueError, match=r"expected query of shape \(B, len, 8\), received \(5, 8\)"):
+    with pytest.raises(
+        ValueError, match=r"expected query of shape \(B, len, 8\), received \(5, 8\)"
+    ):
         blk(torch.zeros(5, D))
     with pytest.raises(ValueError, match=r"divisible by n_heads, received d_model=8, n_heads=3"):
         TransformerBlock(8, 3, 16)

@@ -1,4 +1,4 @@
-"""Tests for transformer_lite.data: cleaning, the Shakespeare corpus, the character vocabulary, batches.
+"""Tests for transformer_lite.training.data: cleaning, the Shakespeare corpus, the character vocabulary, batches.
 
 Oracles: a hand-written Markdown snippet with its expected plain text; the
 corpus counts (characters, symbols, plays) computed once from the files of
@@ -11,9 +11,15 @@ import importlib.metadata
 import pytest
 import torch
 
-from transformer_lite import data
-from transformer_lite.data import (VALIDATION_PLAYS, CharVocab, clean_play, load_shakespeare, play_paths,
-                                   random_batch)
+from transformer_lite.training import data
+from transformer_lite.training.data import (
+    VALIDATION_PLAYS,
+    CharVocab,
+    clean_play,
+    load_shakespeare,
+    play_paths,
+    random_batch,
+)
 
 MARKDOWN = """# Hamlet
 

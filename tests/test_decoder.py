@@ -1,4 +1,4 @@
-"""Tests for transformer_lite.decoder.DecoderBlock.
+"""Tests for transformer_lite.nn.blocks.DecoderBlock.
 
 Oracle: ``torch.nn.TransformerDecoderLayer(batch_first=True)`` in float64 and
 eval mode, its weights copied with ``DecoderBlock.from_torch``, for post-norm
@@ -16,37 +16,24 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from tests.conftest import F64, close, rand, torch_decoder_layer
 from transformer_lite import DecoderBlock, causal_mask, padding_mask
 
-F64 = torch.float64
 D, H, D_FF = 8, 2, 16
 L, S = 5, 4
 
 
-def close(actual, expected, atol=1e-12, rtol=1e-10, msg=None):
-    torch.testing.assert_close(actual, expected, atol=atol, rtol=rtol, msg=msg)
-
-
-def rand(*shape, seed=0):
-    return torch.randn(*shape, dtype=F64, generator=torch.Generator().manual_seed(seed))
-
-
 def torch_layer(norm_first, activation="relu", seed=0, eps=1e-5, dtype=F64):
-    torch.manual_seed(seed)
-    layer = nn.TransformerDecoderLayer(D, H, D_FF, dropout=0.1, activation=activation, layer_norm_eps=eps,
-                                       batch_first=True, norm_first=norm_first, dtype=dtype)
-    with torch.no_grad():  # non-trivial biases and norm parameters, so that copying them is tested
-        for name, p in layer.named_parameters():
-            if "norm" in name and "weight" in name:
-                p.copy_(1 + 0.3 * torch.randn_like(p))
-            elif name.endswith("bias"):
-                p.copy_(0.3 * torch.randn_like(p))
-    return layer.eval()
+    return torch_decoder_layer(D, H, D_FF, norm_first, activation, seed=seed, eps=eps, dtype=dtype)
 
 
 ACTIVATIONS = {
-    "relu-str": "relu", "relu-fn": F.relu, "relu-module": nn.ReLU(),
-    "gelu-str": "gelu", "gelu-fn": F.gelu, "gelu-module": nn.GELU(),
+    "relu-str": "relu",
+    "relu-fn": F.relu,
+    "relu-module": nn.ReLU(),
+    "gelu-str": "gelu",
+    "gelu-fn": F.gelu,
+    "gelu-module": nn.GELU(),
 }
 MASKS = ["none", "causal", "causal+tgt_padding", "memory_padding", "all"]
 TGT_VALID = torch.tensor([[1, 1, 1, 1, 1], [1, 1, 1, 0, 0], [1, 1, 1, 1, 0]])  # (B, L)
@@ -71,10 +58,17 @@ def masks_for(kind):
 
 def torch_weights(layer, x, mem, kwargs):
     """torch's per-head self- and cross-attention weights on the inputs each sublayer sees."""
-    sa_kw = dict(attn_mask=kwargs.get("tgt_mask"), key_padding_mask=kwargs.get("tgt_key_padding_mask"),
-                 need_weights=True, average_attn_weights=False)
-    ca_kw = dict(key_padding_mask=kwargs.get("memory_key_padding_mask"), need_weights=True,
-                 average_attn_weights=False)
+    sa_kw = dict(
+        attn_mask=kwargs.get("tgt_mask"),
+        key_padding_mask=kwargs.get("tgt_key_padding_mask"),
+        need_weights=True,
+        average_attn_weights=False,
+    )
+    ca_kw = dict(
+        key_padding_mask=kwargs.get("memory_key_padding_mask"),
+        need_weights=True,
+        average_attn_weights=False,
+    )
     if layer.norm_first:
         h = layer.norm1(x)
         sa, sw = layer.self_attn(h, h, h, **sa_kw)
@@ -101,7 +95,9 @@ def check_against_torch(norm_first, act_name, mask_kind):
     close(cross_w, t_cw)
     assert self_w.shape == (3, H, L, L) and cross_w.shape == (3, H, L, S)
     if memory is not None:  # padded source positions receive exactly zero cross-attention
-        assert (cross_w.permute(0, 2, 1, 3)[~MEM_VALID.bool()[:, None, None, :].expand(3, L, H, S)] == 0).all()
+        assert (
+            cross_w.permute(0, 2, 1, 3)[~MEM_VALID.bool()[:, None, None, :].expand(3, L, H, S)] == 0
+        ).all()
 
 
 @pytest.mark.parametrize("mask_kind", MASKS)
@@ -138,12 +134,14 @@ def test_from_torch_copies_exactly_and_reads_eps_dropout_dtype():
     assert ours.dropout1.p == ours.dropout2.p == ours.dropout3.p == ours.ff.dropout.p == 0.1
     assert all(p.dtype == F64 for p in ours.parameters())
     # bit-identical float64 copies (casting before copying: nothing rounded through float32)
-    assert torch.equal(ours.cross_attn.v_proj.weight, layer.multihead_attn.in_proj_weight[2 * D:])
+    assert torch.equal(ours.cross_attn.v_proj.weight, layer.multihead_attn.in_proj_weight[2 * D :])
     assert torch.equal(ours.cross_attn.q_proj.bias, layer.multihead_attn.in_proj_bias[:D])
-    assert torch.equal(ours.self_attn.k_proj.weight, layer.self_attn.in_proj_weight[D:2 * D])
+    assert torch.equal(ours.self_attn.k_proj.weight, layer.self_attn.in_proj_weight[D : 2 * D])
     assert torch.equal(ours.ff.linear1.weight, layer.linear1.weight)
     assert torch.equal(ours.ff.linear2.bias, layer.linear2.bias)
-    assert torch.equal(ours.norm3.weight, layer.norm3.weight) and torch.equal(ours.norm2.bias, layer.norm2.bias)
+    assert torch.equal(ours.norm3.weight, layer.norm3.weight) and torch.equal(
+        ours.norm2.bias, layer.norm2.bias
+    )
     f32 = DecoderBlock.from_torch(torch_layer(True, dtype=torch.float32))
     assert all(p.dtype == torch.float32 for p in f32.parameters())
 
@@ -172,8 +170,11 @@ def test_norm_orders_written_out():
             h = blk.norm1(x + sa(x))
             h = blk.norm2(h + ca(h))
             expected = blk.norm3(h + blk.ff(h))
-        close(blk(x, mem, is_causal=True)[0], expected,
-              msg=f"norm_first={norm_first}: are the sublayers or the norms in the wrong order?")
+        close(
+            blk(x, mem, is_causal=True)[0],
+            expected,
+            msg=f"norm_first={norm_first}: are the sublayers or the norms in the wrong order?",
+        )
 
 
 @pytest.mark.parametrize("norm_first", [False, True], ids=["post-norm", "pre-norm"])
@@ -187,8 +188,9 @@ def test_gradcheck(norm_first):
     mem_mask = padding_mask(torch.tensor([[1, 1], [1, 0]]))
 
     def f(x, mem, *ps):
-        return torch.func.functional_call(blk, dict(zip(names, ps)), (x, mem),
-                                          {"memory_mask": mem_mask, "is_causal": True})[0]
+        return torch.func.functional_call(
+            blk, dict(zip(names, ps)), (x, mem), {"memory_mask": mem_mask, "is_causal": True}
+        )[0]
 
     assert torch.autograd.gradcheck(f, (x, mem, *params), fast_mode=True)
 
@@ -202,7 +204,7 @@ def test_gradients_match_torch():
     (layer(x2, m2, tgt_mask=~causal_mask(L)) ** 2).sum().backward()
     close(x1.grad, x2.grad)
     close(m1.grad, m2.grad)
-    close(ours.cross_attn.k_proj.weight.grad, layer.multihead_attn.in_proj_weight.grad[D:2 * D])
+    close(ours.cross_attn.k_proj.weight.grad, layer.multihead_attn.in_proj_weight.grad[D : 2 * D])
     close(ours.norm3.weight.grad, layer.norm3.weight.grad)
 
 
@@ -220,7 +222,9 @@ def test_causal_future_targets_and_padded_memory_do_not_matter():
     close(y2[:, :3], y[:, :3])  # positions 0..2 see neither change
     assert (y2[:, 3:] - y[:, 3:]).abs().max() > 1e-3
     # without the causal mask the future does leak in (so the check above can fail)
-    leak = blk(x2, mem, memory_mask=mem_mask)[0][:, :3] - blk(x, mem, memory_mask=mem_mask)[0][:, :3]
+    leak = (
+        blk(x2, mem, memory_mask=mem_mask)[0][:, :3] - blk(x, mem, memory_mask=mem_mask)[0][:, :3]
+    )
     assert leak.abs().max() > 1e-3
 
 
@@ -235,15 +239,24 @@ def test_dropout_train_differs_from_eval():
 
 # --------------------------------------------------------------------------- errors
 
-@pytest.mark.parametrize("bad", [nn.Linear(4, 4), nn.TransformerEncoderLayer(8, 2, batch_first=True)])
+
+@pytest.mark.parametrize(
+    "bad", [nn.Linear(4, 4), nn.TransformerEncoderLayer(8, 2, batch_first=True)]
+)
 def test_from_torch_rejects_wrong_type(bad):
-    with pytest.raises(ValueError, match=rf"expected nn.TransformerDecoderLayer, received {type(bad).__name__}"):
+    with pytest.raises(
+        ValueError, match=rf"expected nn.TransformerDecoderLayer, received {type(bad).__name__}"
+    ):
         DecoderBlock.from_torch(bad)
 
 
 def test_from_torch_rejects_tanh_gelu_other_activations_and_bias_false():
-    layer = nn.TransformerDecoderLayer(8, 2, 16, activation=nn.GELU(approximate="tanh"), batch_first=True)
-    with pytest.raises(ValueError, match=r"ReLU or exact GELU activation, received GELU\(approximate='tanh'\)"):
+    layer = nn.TransformerDecoderLayer(
+        8, 2, 16, activation=nn.GELU(approximate="tanh"), batch_first=True
+    )
+    with pytest.raises(
+        ValueError, match=r"ReLU or exact GELU activation, received GELU\(approximate='tanh'\)"
+    ):
         DecoderBlock.from_torch(layer)
     layer = nn.TransformerDecoderLayer(8, 2, 16, activation=torch.tanh, batch_first=True)
     with pytest.raises(ValueError, match=r"received <built-in method tanh"):
@@ -258,9 +271,13 @@ def test_forward_rejects_bad_shapes():
     x, mem = torch.zeros(2, L, D), torch.zeros(2, S, D)
     with pytest.raises(ValueError, match=r"expected x of shape \(B, len, 8\), received \(5, 8\)"):
         blk(torch.zeros(L, D), mem)
-    with pytest.raises(ValueError, match=r"expected memory of shape \(B, len, 8\), received \(2, 4, 6\)"):
+    with pytest.raises(
+        ValueError, match=r"expected memory of shape \(B, len, 8\), received \(2, 4, 6\)"
+    ):
         blk(x, torch.zeros(2, S, 6))
-    with pytest.raises(ValueError, match=r"one batch size, received x \(2, 5, 8\) and memory \(3, 4, 8\)"):
+    with pytest.raises(
+        ValueError, match=r"one batch size, received x \(2, 5, 8\) and memory \(3, 4, 8\)"
+    ):
         blk(x, torch.zeros(3, S, D))
     with pytest.raises(ValueError, match=r"attn_mask: expected a shape that broadcasts"):
         blk(x, mem, memory_mask=torch.ones(L, L, dtype=torch.bool))

@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 from torch import nn
 
 from transformer_lite import TransformerBlock
-from transformer_lite.depth import EncoderTagger, with_norm_first
+from transformer_lite.book.depth import EncoderTagger, with_norm_first
 
 P = 0.3
 

@@ -1,4 +1,4 @@
-"""Tests for transformer_lite.efficient_attention.memory_efficient_attention.
+"""Tests for transformer_lite.nn.efficient_attention.memory_efficient_attention.
 
 Oracles:
 
@@ -25,12 +25,17 @@ import torch.nn.functional as F
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from tests.conftest import F64
 from transformer_lite import causal_mask, padding_mask, scaled_dot_product_attention
-from transformer_lite.efficient_attention import memory_efficient_attention, peak_allocated_bytes
+from transformer_lite.nn.efficient_attention import memory_efficient_attention, peak_allocated_bytes
 
-F64 = torch.float64
-PROPS = settings(max_examples=120, deadline=None, derandomize=True, database=None,
-                 suppress_health_check=[HealthCheck.too_slow])
+PROPS = settings(
+    max_examples=120,
+    deadline=None,
+    derandomize=True,
+    database=None,
+    suppress_health_check=[HealthCheck.too_slow],
+)
 
 
 def direct(q, k, v, **kw):
@@ -53,11 +58,22 @@ block_sizes = st.one_of(st.integers(1, 7), st.tuples(st.integers(1, 7), st.integ
 
 
 @PROPS
-@given(batch=st.lists(st.integers(1, 3), min_size=0, max_size=2).map(tuple), L=st.integers(1, 13),
-       S=st.integers(1, 13), d_k=st.integers(1, 5), d_v=st.integers(1, 5), block_size=block_sizes,
-       mask_kind=st.sampled_from(["none", "bool", "float"]), per_batch=st.booleans(),
-       density=st.sampled_from([0.0, 0.3, 0.7, 1.0]), is_causal=st.booleans(), seed=st.integers(0, 2**31 - 1))
-def test_equals_direct_attention(batch, L, S, d_k, d_v, block_size, mask_kind, per_batch, density, is_causal, seed):
+@given(
+    batch=st.lists(st.integers(1, 3), min_size=0, max_size=2).map(tuple),
+    L=st.integers(1, 13),
+    S=st.integers(1, 13),
+    d_k=st.integers(1, 5),
+    d_v=st.integers(1, 5),
+    block_size=block_sizes,
+    mask_kind=st.sampled_from(["none", "bool", "float"]),
+    per_batch=st.booleans(),
+    density=st.sampled_from([0.0, 0.3, 0.7, 1.0]),
+    is_causal=st.booleans(),
+    seed=st.integers(0, 2**31 - 1),
+)
+def test_equals_direct_attention(
+    batch, L, S, d_k, d_v, block_size, mask_kind, per_batch, density, is_causal, seed
+):
     q, k, v, gen = make_qkv(batch, L, S, d_k, d_v, seed)
     shape = (*batch, L, S) if per_batch else (L, S)
     mask = None
@@ -67,7 +83,9 @@ def test_equals_direct_attention(batch, L, S, d_k, d_v, block_size, mask_kind, p
         mask = torch.randn(shape, dtype=F64, generator=gen)
         mask = mask.masked_fill(torch.rand(shape, generator=gen) >= density, float("-inf"))
 
-    ours = memory_efficient_attention(q, k, v, attn_mask=mask, is_causal=is_causal, block_size=block_size)
+    ours = memory_efficient_attention(
+        q, k, v, attn_mask=mask, is_causal=is_causal, block_size=block_size
+    )
     expected = direct(q, k, v, attn_mask=mask, is_causal=is_causal)
 
     assert ours.shape == expected.shape and ours.dtype == F64
@@ -78,16 +96,23 @@ def test_equals_direct_attention(batch, L, S, d_k, d_v, block_size, mask_kind, p
 def test_matches_torch_sdpa_in_float32_to_1e6():
     q, k, v, _ = make_qkv((2, 3), 50, 70, 16, 8, seed=1, dtype=torch.float32)
     for block in (7, 16, 128):
-        close(memory_efficient_attention(q, k, v, block_size=block), F.scaled_dot_product_attention(q, k, v),
-              atol=1e-6, rtol=1e-5)
+        close(
+            memory_efficient_attention(q, k, v, block_size=block),
+            F.scaled_dot_product_attention(q, k, v),
+            atol=1e-6,
+            rtol=1e-5,
+        )
 
 
 def test_causal_with_more_keys_aligns_bottom_right_and_skipped_tiles_change_nothing():
     q, k, v, _ = make_qkv((2,), 9, 20, 4, 3, seed=2)
     expected = direct(q, k, v, attn_mask=causal_mask(9, 20))
     for block in (1, 2, 3, 5, (2, 7), (9, 1), 64):
-        close(memory_efficient_attention(q, k, v, is_causal=True, block_size=block), expected,
-              msg=f"block_size={block}")
+        close(
+            memory_efficient_attention(q, k, v, is_causal=True, block_size=block),
+            expected,
+            msg=f"block_size={block}",
+        )
     # The last key may be seen only by the last query: changing it must change nothing else.
     v2 = v.clone()
     v2[:, -1] += 100.0
@@ -100,9 +125,15 @@ def test_broadcast_padding_mask_and_one_dimensional_mask():
     q, k, v, _ = make_qkv((2, 3), 6, 5, 4, 4, seed=3)
     valid = torch.tensor([[1, 1, 1, 0, 0], [1, 1, 1, 1, 1]])
     mask = padding_mask(valid)  # (B, 1, 1, S)
-    close(memory_efficient_attention(q, k, v, attn_mask=mask, block_size=2), direct(q, k, v, attn_mask=mask))
+    close(
+        memory_efficient_attention(q, k, v, attn_mask=mask, block_size=2),
+        direct(q, k, v, attn_mask=mask),
+    )
     row = torch.tensor([True, False, True, True, False])  # (S,): broadcast to every query
-    close(memory_efficient_attention(q, k, v, attn_mask=row, block_size=3), direct(q, k, v, attn_mask=row))
+    close(
+        memory_efficient_attention(q, k, v, attn_mask=row, block_size=3),
+        direct(q, k, v, attn_mask=row),
+    )
 
 
 def test_fully_masked_rows_give_zeros_not_nan():
@@ -147,15 +178,20 @@ def test_gradcheck_and_gradients_equal_direct_ones_including_a_fully_masked_row(
     q, k, v = (t.requires_grad_() for t in (q, k, v))
 
     def f(q, k, v):
-        return memory_efficient_attention(q, k, v, attn_mask=mask, is_causal=True, block_size=(2, 3))
+        return memory_efficient_attention(
+            q, k, v, attn_mask=mask, is_causal=True, block_size=(2, 3)
+        )
 
     assert torch.autograd.gradcheck(f, (q, k, v))
     grads = torch.autograd.grad(f(q, k, v).sin().sum(), (q, k, v))
-    expected = torch.autograd.grad(direct(q, k, v, attn_mask=mask, is_causal=True).sin().sum(), (q, k, v))
+    expected = torch.autograd.grad(
+        direct(q, k, v, attn_mask=mask, is_causal=True).sin().sum(), (q, k, v)
+    )
     for g, e in zip(grads, expected):
         assert not g.isnan().any()
         close(g, e)
-    assert torch.equal(grads[0][0, 3], torch.zeros(3, dtype=F64))  # the masked query gets zero gradient
+    # the masked query gets zero gradient
+    assert torch.equal(grads[0][0, 3], torch.zeros(3, dtype=F64))
 
 
 def test_peak_memory_is_far_below_one_score_matrix():
@@ -167,7 +203,8 @@ def test_peak_memory_is_far_below_one_score_matrix():
         peak_direct = peak_allocated_bytes(scaled_dot_product_attention, q, k, v)
     assert peak_direct >= 2 * score_bytes  # at least the scores and the returned weights
     assert peak_tiled < score_bytes / 8  # output (128 KiB) plus a few 128 x 128 tiles
-    assert peak_tiled >= q.numel() * 4  # the output itself is counted: the measurement sees allocations
+    # the output itself is counted: the measurement sees allocations
+    assert peak_tiled >= q.numel() * 4
 
 
 def test_peak_allocated_bytes_counts_a_known_allocation():
@@ -183,21 +220,29 @@ def test_peak_allocated_bytes_counts_a_known_allocation():
 
 def test_errors():
     q, k, v, _ = make_qkv((2,), 3, 4, 5, 6, seed=10)
-    with pytest.raises(ValueError, match=r"expected query of shape \(..., len, dim\), received \(5,\)"):
+    with pytest.raises(
+        ValueError, match=r"expected query of shape \(..., len, dim\).*received shape \(5,\)"
+    ):
         memory_efficient_attention(q[0, 0], k, v)
     with pytest.raises(ValueError, match="expected key of shape.*received list"):
         memory_efficient_attention(q, [1.0], v)
     with pytest.raises(ValueError, match="floating value, received dtype torch.int64"):
         memory_efficient_attention(q, k, v.long())
-    with pytest.raises(ValueError, match="one dtype, received torch.float64, torch.float32, torch.float64"):
+    with pytest.raises(
+        ValueError, match="one dtype, received torch.float64, torch.float32, torch.float64"
+    ):
         memory_efficient_attention(q, k.float(), v)
-    with pytest.raises(ValueError, match=r"key of shape \(..., S, 5\).*received \(2, 4, 3\)"):
+    with pytest.raises(ValueError, match=r"key shape \(..., S, 5\), received \(2, 4, 3\)"):
         memory_efficient_attention(q, k[..., :3], v)
-    with pytest.raises(ValueError, match=r"value of shape \(..., 4, d_v\).*received \(2, 3, 6\)"):
+    with pytest.raises(ValueError, match=r"value shape \(..., 4, d_v\), received \(2, 3, 6\)"):
         memory_efficient_attention(q, k, v[:, :3])
     with pytest.raises(ValueError, match="batch dimensions do not broadcast"):
-        memory_efficient_attention(q, torch.zeros(3, 4, 5, dtype=F64), torch.zeros(3, 4, 6, dtype=F64))
-    with pytest.raises(ValueError, match=r"broadcasts to \(..., L, S\) = \(2, 3, 4\), received \(3, 3\)"):
+        memory_efficient_attention(
+            q, torch.zeros(3, 4, 5, dtype=F64), torch.zeros(3, 4, 6, dtype=F64)
+        )
+    with pytest.raises(
+        ValueError, match=r"broadcasts to \(..., L, S\) = \(2, 3, 4\), received \(3, 3\)"
+    ):
         memory_efficient_attention(q, k, v, attn_mask=torch.ones(3, 3, dtype=torch.bool))
     with pytest.raises(ValueError, match="bool or float Tensor, received list"):
         memory_efficient_attention(q, k, v, attn_mask=[[True]])

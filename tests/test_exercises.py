@@ -1,4 +1,4 @@
-"""Tests for transformer_lite.exercises: the checkers must accept right answers and name wrong ones.
+"""Tests for transformer_lite.book.exercises: the checkers must accept right answers and name wrong ones.
 
 Oracle: for every checker, small functions written the way a learner would
 write them, independently of the checker's own variant helpers:
@@ -23,9 +23,14 @@ import torch
 import torch.nn.functional as F
 
 import transformer_lite
-from transformer_lite.exercises import (check_cached_causal_attention, check_causal_mask, check_layer_norm,
-                                        check_scaled_dot_product_attention, check_sinusoidal_positional_encoding,
-                                        check_split_merge_heads)
+from transformer_lite.book.exercises import (
+    check_cached_causal_attention,
+    check_causal_mask,
+    check_layer_norm,
+    check_scaled_dot_product_attention,
+    check_sinusoidal_positional_encoding,
+    check_split_merge_heads,
+)
 
 
 def _not_implemented(*args, **kwargs):

@@ -9,7 +9,7 @@ rejected with an AssertionError naming that mistake), and a stub raising NotImpl
 import pytest
 import torch
 
-from transformer_lite.exercises import check_pre_norm_block, check_shift_right
+from transformer_lite.book.exercises import check_pre_norm_block, check_shift_right
 
 
 def _not_implemented(*args, **kwargs):

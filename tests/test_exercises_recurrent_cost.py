@@ -10,7 +10,7 @@ print "not implemented yet".
 import pytest
 import torch
 
-from transformer_lite.exercises import check_online_softmax_merge, check_rnn_step_jacobian
+from transformer_lite.book.exercises import check_online_softmax_merge, check_rnn_step_jacobian
 
 
 # --------------------------------------------------------------------------- RNN step Jacobian

@@ -1,4 +1,4 @@
-"""Tests for transformer_lite.exercises.check_rotary: it must accept RoPE and name each classic mistake.
+"""Tests for transformer_lite.book.exercises.check_rotary: it must accept RoPE and name each classic mistake.
 
 Oracle: learner-style implementations written here from the paper's formula (Su et al., RoFormer,
 Eq. 34), independently of the checker's variants (which call ``apply_rotary``): a reference that
@@ -12,7 +12,7 @@ import math
 import pytest
 import torch
 
-from transformer_lite.exercises import check_rotary
+from transformer_lite.book.exercises import check_rotary
 
 
 def _theta(d, exponent_numerator=2.0):

@@ -1,4 +1,4 @@
-"""Tests for transformer_lite.gqa.GroupedQueryAttention.
+"""Tests for transformer_lite.nn.attention.GroupedQueryAttention.
 
 Oracles, all in float64:
 
@@ -21,20 +21,23 @@ import torch.nn.functional as F
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from transformer_lite import MultiHeadAttention, RotaryEmbedding, apply_rotary, causal_mask, padding_mask
-from transformer_lite.gqa import GroupedQueryAttention
-
-F64 = torch.float64
-
-
-def close(a, b, atol=1e-12, rtol=1e-10, msg=None):
-    torch.testing.assert_close(a, b, atol=atol, rtol=rtol, msg=msg)
+from tests.conftest import F64, close
+from transformer_lite import (
+    MultiHeadAttention,
+    RotaryEmbedding,
+    apply_rotary,
+    causal_mask,
+    padding_mask,
+)
+from transformer_lite.nn.attention import GroupedQueryAttention
 
 
 def make_gqa(d_model, n_heads, n_kv_heads, rotary=False, bias=False, seed=0):
     torch.manual_seed(seed)
     rot = RotaryEmbedding(d_model // n_heads, base=100.0) if rotary else None
-    return GroupedQueryAttention(d_model, n_heads, n_kv_heads, bias=bias, rotary=rot).double().eval()
+    return (
+        GroupedQueryAttention(d_model, n_heads, n_kv_heads, bias=bias, rotary=rot).double().eval()
+    )
 
 
 def reference(m, x, mask, offset=0):
@@ -62,8 +65,11 @@ def test_equal_heads_is_multi_head_attention(mask_kind, bias):
     gqa = GroupedQueryAttention.from_mha(mha).eval()
     assert gqa.n_kv_heads == gqa.n_heads == 3 and gqa.group_size == 1
     x = torch.randn(3, 5, 12, dtype=F64)
-    mask = {"none": None, "causal": causal_mask(5),
-            "padding": padding_mask(torch.tensor([[1, 1, 1, 1, 1], [1, 1, 1, 0, 0], [1, 1, 0, 0, 0]]))}[mask_kind]
+    mask = {
+        "none": None,
+        "causal": causal_mask(5),
+        "padding": padding_mask(torch.tensor([[1, 1, 1, 1, 1], [1, 1, 1, 0, 0], [1, 1, 0, 0, 0]])),
+    }[mask_kind]
     out, weights, (k, v) = gqa(x, attn_mask=mask)
     ref_out, ref_weights = mha(x, x, x, attn_mask=mask)
     close(out, ref_out)
@@ -81,7 +87,9 @@ def test_grouped_matches_repeat_interleave_reference(heads, rotary):
     close(out, reference(m, x, causal_mask(7)))
     assert weights.shape == (2, n_heads, 7, 7)
     close(weights.sum(-1), torch.ones(2, n_heads, 7, dtype=F64))
-    assert torch.all(weights.masked_select(~causal_mask(7)) == 0), "future keys must get exactly zero weight"
+    assert torch.all(weights.masked_select(~causal_mask(7)) == 0), (
+        "future keys must get exactly zero weight"
+    )
 
 
 def test_kv_heads_are_shared_by_consecutive_query_heads():
@@ -103,7 +111,7 @@ def test_cache_in_pieces_equals_whole_sequence(pieces, rotary):
     full, full_weights, (full_k, full_v) = m(x, is_causal=True)
     past, start, outs = None, 0, []
     for n in pieces:
-        out, weights, past = m(x[:, start:start + n], past_kv=past, is_causal=True)
+        out, weights, past = m(x[:, start : start + n], past_kv=past, is_causal=True)
         S = start + n
         assert weights.shape == (2, 6, n, S)
         close(weights, full_weights[:, :, start:S, :S])  # bottom-right aligned causal mask
@@ -124,18 +132,23 @@ def test_cache_step_with_explicit_mask_matches_reference():
 
 
 @settings(max_examples=25, deadline=None, derandomize=True)
-@given(n_kv=st.sampled_from([1, 2, 4]), L=st.integers(2, 8), t=st.integers(0, 7), seed=st.integers(0, 1000))
+@given(
+    n_kv=st.sampled_from([1, 2, 4]),
+    L=st.integers(2, 8),
+    t=st.integers(0, 7),
+    seed=st.integers(0, 1000),
+)
 def test_future_tokens_do_not_change_earlier_outputs(n_kv, L, t, seed):
     t = t % (L - 1)  # change position t + 1 .. L - 1, compare positions 0 .. t
     m = make_gqa(16, 4, n_kv, rotary=seed % 2 == 0, seed=seed)
     g = torch.Generator().manual_seed(seed)
     x = torch.randn(1, L, 16, generator=g, dtype=F64)
     y = x.clone()
-    y[:, t + 1:] = torch.randn(1, L - t - 1, 16, generator=g, dtype=F64)
+    y[:, t + 1 :] = torch.randn(1, L - t - 1, 16, generator=g, dtype=F64)
     out_x, _, _ = m(x, is_causal=True)
     out_y, _, _ = m(y, is_causal=True)
-    close(out_x[:, :t + 1], out_y[:, :t + 1])
-    assert not torch.allclose(out_x[:, t + 1:], out_y[:, t + 1:])
+    close(out_x[:, : t + 1], out_y[:, : t + 1])
+    assert not torch.allclose(out_x[:, t + 1 :], out_y[:, t + 1 :])
 
 
 def test_dropout_only_in_training_and_gradcheck():
@@ -162,7 +175,9 @@ def test_errors():
     with pytest.raises(ValueError, match=r"\(B, L, 8\), received \(2, 3, 6\)"):
         m(torch.randn(2, 3, 6))
     k = torch.randn(2, 2, 5, 2)
-    with pytest.raises(ValueError, match=r"cached key of shape .* = \(1, 2, 5, 2\), received \(2, 2, 5, 2\)"):
+    with pytest.raises(
+        ValueError, match=r"cached key of shape .* = \(1, 2, 5, 2\), received \(2, 2, 5, 2\)"
+    ):
         m(torch.randn(1, 3, 8), past_kv=(k, k))
     with pytest.raises(ValueError, match=r"cached value .* received \(2, 2, 4, 2\)"):
         m(torch.randn(2, 3, 8), past_kv=(k, torch.randn(2, 2, 4, 2)))

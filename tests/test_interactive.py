@@ -7,7 +7,8 @@ import json
 import pytest
 import torch
 
-from transformer_lite import causal_mask, interactive
+from transformer_lite import causal_mask
+from transformer_lite.book import interactive
 
 TOKENS = ["[CLS]", "a", "b", "[SEP]"]
 

@@ -15,7 +15,7 @@ import pytest  # noqa: E402
 import torch  # noqa: E402
 
 import transformer_lite as tl  # noqa: E402
-from transformer_lite import depth, interactive, viz  # noqa: E402
+from transformer_lite.book import depth, interactive, viz  # noqa: E402
 
 
 def _norms():
@@ -138,7 +138,7 @@ def test_layer_gradient_norms_equal_the_norm_of_all_gradients_of_a_layer():
 
 
 def test_explorers_build():
-    from transformer_lite.explorers import gradient_norm_explorer, reversal_explorer
+    from transformer_lite.book.explorers import gradient_norm_explorer, reversal_explorer
 
     widget = gradient_norm_explorer()
     assert widget.children[0].description == "layers"

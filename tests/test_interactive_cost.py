@@ -16,7 +16,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pytest
 
-from transformer_lite import interactive, viz
+from transformer_lite.book import interactive, viz
 
 RESULTS = Path(__file__).resolve().parents[1] / "benchmarks" / "results.json"
 

@@ -12,9 +12,10 @@ import re
 import pytest
 import torch
 
-from transformer_lite import interactive
-from transformer_lite.data import CharVocab
-from transformer_lite.language_model import DecoderOnlyConfig, DecoderOnlyTransformer, GRULanguageModel
+from transformer_lite.book import interactive
+from transformer_lite.training.data import CharVocab
+from transformer_lite.models.decoder_only import DecoderOnlyConfig, DecoderOnlyTransformer
+from transformer_lite.models.recurrent_lm import GRULanguageModel
 
 LOGITS = torch.log(torch.tensor([1.0, 2.0, 3.0, 4.0]))  # p at temperature T is proportional to (1, 2, 3, 4)**(1/T)
 LABELS = ["a", "\n", " ", "b"]
@@ -141,7 +142,7 @@ def _spy(model):
 
 
 def test_generation_explorer_builds_and_prints_the_right_length(capsys):
-    from transformer_lite.explorers import generation_explorer
+    from transformer_lite.book.explorers import generation_explorer
 
     vocab = CharVocab.from_text(TEXT)
     model = _tiny_transformer(vocab)
@@ -166,7 +167,7 @@ def test_generation_explorer_builds_and_prints_the_right_length(capsys):
 
 
 def test_generation_explorer_is_seeded_and_greedy_at_zero(capsys):
-    from transformer_lite.explorers import generation_explorer
+    from transformer_lite.book.explorers import generation_explorer
 
     vocab = CharVocab.from_text(TEXT)
     model = _tiny_transformer(vocab, max_len=64)
@@ -186,7 +187,7 @@ def test_generation_explorer_is_seeded_and_greedy_at_zero(capsys):
 
 
 def test_generation_explorer_with_a_gru_and_bad_prompts(capsys):
-    from transformer_lite.explorers import generation_explorer
+    from transformer_lite.book.explorers import generation_explorer
 
     vocab = CharVocab.from_text(TEXT)
     torch.manual_seed(0)

@@ -17,9 +17,10 @@ import numpy as np
 import pytest
 import torch
 
-from transformer_lite import alibi_bias, interactive, sinusoidal_positional_encoding, viz
+from transformer_lite import alibi_bias, sinusoidal_positional_encoding
+from transformer_lite.book import interactive, viz
 
-F64 = torch.float64
+from tests.conftest import F64
 
 
 @pytest.mark.parametrize("d_model, k", [(2, 1), (8, 3), (64, 17), (64, -5), (7, 4)])
@@ -107,7 +108,7 @@ def test_plot_score_bias_labels_and_errors():
 
 
 def test_positional_explorer_builds_and_draws():
-    from transformer_lite.explorers import positional_explorer
+    from transformer_lite.book.explorers import positional_explorer
 
     widget = positional_explorer(max_position=20)
     names = [c.description for c in widget.children[:3]]

@@ -15,8 +15,8 @@ import numpy as np
 import pytest
 import torch
 
-from transformer_lite import interactive, viz
-from transformer_lite.jacobians import recurrent_weight
+from transformer_lite.book import interactive, viz
+from transformer_lite.book.jacobians import recurrent_weight
 
 
 @pytest.mark.parametrize("radius", [0.5, 1.0, 1.3])
@@ -86,7 +86,7 @@ def test_figure_errors():
 
 
 def test_explorer_builds_and_draws():
-    from transformer_lite.explorers import rnn_gradient_explorer
+    from transformer_lite.book.explorers import rnn_gradient_explorer
 
     widget = rnn_gradient_explorer(hidden_size=8)
     names = [c.description for c in widget.children[:-1]]

@@ -1,4 +1,4 @@
-"""Tests for transformer_lite.jacobians: step Jacobians, their products, norms against lag.
+"""Tests for transformer_lite.book.jacobians: step Jacobians, their products, norms against lag.
 
 Oracles:
 
@@ -25,17 +25,17 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from torch import nn
 
+from tests.conftest import F64, close
 from transformer_lite import MultiHeadAttention
-from transformer_lite.jacobians import (attention_gradient_norm_vs_lag, autograd_step_jacobians,
-                                        gradient_norm_vs_lag, jacobian_product, recurrent_weight,
-                                        rnn_step_jacobians)
-from transformer_lite.recurrent import GRU, RNN
-
-F64 = torch.float64
-
-
-def close(actual, expected, atol=1e-12, rtol=1e-10, msg=None):
-    torch.testing.assert_close(actual, expected, atol=atol, rtol=rtol, msg=msg)
+from transformer_lite.book.jacobians import (
+    attention_gradient_norm_vs_lag,
+    autograd_step_jacobians,
+    gradient_norm_vs_lag,
+    jacobian_product,
+    recurrent_weight,
+    rnn_step_jacobians,
+)
+from transformer_lite.nn.recurrent import GRU, RNN
 
 
 def torch_unrolled_jacobian(m, x, h_s, s, t):
@@ -51,7 +51,8 @@ def torch_unrolled_jacobian(m, x, h_s, s, t):
         _, h_n = m(x[:, s:t], h[None])  # torch's state layout: (1, B, H)
         return h_n[0]
 
-    full = torch.autograd.functional.jacobian(unrolled, h_s)  # (B, H, B, H): examples do not interact
+    # (B, H, B, H): examples do not interact
+    full = torch.autograd.functional.jacobian(unrolled, h_s)
     blocks = torch.stack([full[b, :, b, :] for b in range(B)])  # (B, H, H)
     off_diagonal = full.sum() - blocks.sum()
     assert off_diagonal.abs() < 1e-14
@@ -66,6 +67,7 @@ def torch_states(m, x, h0):
 
 
 # --------------------------------------------------------------------------- 1. scalar case by hand
+
 
 def scalar_rnn(w):
     """One-unit tanh RNN with W_hh = w, biases 0 (W_ih = 0.7 is irrelevant since x = 0)."""
@@ -118,16 +120,21 @@ def test_scalar_case_away_from_zero_shrinks_by_tanh_derivative():
     h2 = math.tanh(2 * h1)
     h3 = math.tanh(2 * h2)
     expected = 2 * (1 - h1**2) * 2 * (1 - h2**2) * 2 * (1 - h3**2)
-    close(jacobian_product(rnn_step_jacobians(rnn, x, h0), 0, 3), torch.tensor([[[expected]]], dtype=F64))
+    close(
+        jacobian_product(rnn_step_jacobians(rnn, x, h0), 0, 3),
+        torch.tensor([[[expected]]], dtype=F64),
+    )
 
 
 # --------------------------------------------------------------------------- 2. against autograd of torch's modules
+
 
 def make_rnn_pair(nonlinearity, seed, I=3, H=4):
     torch.manual_seed(seed)
     m = nn.RNN(I, H, nonlinearity=nonlinearity, batch_first=True).to(F64)
     with torch.no_grad():
-        m.weight_hh_l0.mul_(3.0)  # larger weights: tanh well outside its linear regime, relu units switching off
+        # larger weights: tanh well outside its linear regime, relu units switching off
+        m.weight_hh_l0.mul_(3.0)
     return m, RNN.from_torch(m)
 
 
@@ -135,7 +142,10 @@ def make_rnn_pair(nonlinearity, seed, I=3, H=4):
 def test_rnn_step_jacobians_match_autograd_of_nn_rnn_one_step(nonlinearity):
     m, ours = make_rnn_pair(nonlinearity, seed=10)
     gen = torch.Generator().manual_seed(10)
-    x, h0 = torch.randn(2, 6, 3, dtype=F64, generator=gen), torch.randn(2, 4, dtype=F64, generator=gen)
+    x, h0 = (
+        torch.randn(2, 6, 3, dtype=F64, generator=gen),
+        torch.randn(2, 4, dtype=F64, generator=gen),
+    )
     states = torch_states(m, x, h0)  # (B, L + 1, H)
 
     jac = rnn_step_jacobians(ours, x, h0)
@@ -143,7 +153,11 @@ def test_rnn_step_jacobians_match_autograd_of_nn_rnn_one_step(nonlinearity):
     assert jac.shape == (2, 6, 4, 4) and not jac.requires_grad
     for k in range(1, 7):
         expected = torch_unrolled_jacobian(m, x, states[:, k - 1], k - 1, k)
-        close(jac[:, k - 1], expected, msg=f"step {k}: is the derivative 1 - h_k**2 (tanh) / 1[h_k > 0] (relu)?")
+        close(
+            jac[:, k - 1],
+            expected,
+            msg=f"step {k}: is the derivative 1 - h_k**2 (tanh) / 1[h_k > 0] (relu)?",
+        )
     if nonlinearity == "relu":
         assert (jac == 0).any() and (jac != 0).any()  # some units were off: the indicator mattered
 
@@ -152,13 +166,20 @@ def test_rnn_step_jacobians_match_autograd_of_nn_rnn_one_step(nonlinearity):
 def test_jacobian_products_match_autograd_of_unrolled_nn_rnn(nonlinearity):
     m, ours = make_rnn_pair(nonlinearity, seed=11)
     gen = torch.Generator().manual_seed(11)
-    x, h0 = torch.randn(2, 5, 3, dtype=F64, generator=gen), torch.randn(2, 4, dtype=F64, generator=gen)
+    x, h0 = (
+        torch.randn(2, 5, 3, dtype=F64, generator=gen),
+        torch.randn(2, 4, dtype=F64, generator=gen),
+    )
     states = torch_states(m, x, h0)
     jac = rnn_step_jacobians(ours, x, h0)
     for s in range(6):
         for t in range(s, 6):
             expected = torch_unrolled_jacobian(m, x, states[:, s], s, t)
-            close(jacobian_product(jac, s, t), expected, msg=f"dh_{t}/dh_{s}: later steps multiply from the left")
+            close(
+                jacobian_product(jac, s, t),
+                expected,
+                msg=f"dh_{t}/dh_{s}: later steps multiply from the left",
+            )
 
 
 def test_autograd_step_jacobians_equal_the_formula_for_rnn():
@@ -173,7 +194,10 @@ def test_gru_step_jacobians_and_products_match_autograd_of_nn_gru():
     m = nn.GRU(3, 4, batch_first=True).to(F64)
     ours = GRU.from_torch(m)
     gen = torch.Generator().manual_seed(13)
-    x, h0 = torch.randn(2, 5, 3, dtype=F64, generator=gen), torch.randn(2, 4, dtype=F64, generator=gen)
+    x, h0 = (
+        torch.randn(2, 5, 3, dtype=F64, generator=gen),
+        torch.randn(2, 4, dtype=F64, generator=gen),
+    )
     states = torch_states(m, x, h0)
 
     jac = autograd_step_jacobians(ours, x, h0)
@@ -188,18 +212,24 @@ def test_gru_step_jacobians_and_products_match_autograd_of_nn_gru():
 def test_gradient_norm_vs_lag_matches_norms_of_autograd_jacobians(norm):
     m, ours = make_rnn_pair("tanh", seed=14)
     gen = torch.Generator().manual_seed(14)
-    x, h0 = torch.randn(2, 6, 3, dtype=F64, generator=gen), torch.randn(2, 4, dtype=F64, generator=gen)
+    x, h0 = (
+        torch.randn(2, 6, 3, dtype=F64, generator=gen),
+        torch.randn(2, 4, dtype=F64, generator=gen),
+    )
     states = torch_states(m, x, h0)
     ord_ = 2 if norm == "spectral" else "fro"
     for T in (6, 4, 0):
         lags, norms = gradient_norm_vs_lag(rnn_step_jacobians(ours, x, h0), T=T, norm=norm)
         assert lags.tolist() == list(range(T + 1)) and norms.shape == (2, T + 1)
         for k in range(T + 1):
-            expected = torch.linalg.matrix_norm(torch_unrolled_jacobian(m, x, states[:, T - k], T - k, T), ord=ord_)
+            expected = torch.linalg.matrix_norm(
+                torch_unrolled_jacobian(m, x, states[:, T - k], T - k, T), ord=ord_
+            )
             close(norms[:, k], expected, msg=f"lag {k} = T - s with T = {T}")
 
 
 # --------------------------------------------------------------------------- 3. spectral radius
+
 
 @pytest.mark.parametrize("radius", [0.5, 1.0, 1.5])
 def test_orthogonal_times_radius_gives_radius_to_the_lag_in_the_linear_regime(radius):
@@ -217,7 +247,11 @@ def test_orthogonal_times_radius_gives_radius_to_the_lag_in_the_linear_regime(ra
 
 
 @settings(max_examples=15, deadline=None, derandomize=True, database=None)
-@given(radius=st.sampled_from([0.8, 1.0, 1.3]), scale=st.sampled_from([0.5, 3.0]), seed=st.integers(0, 1000))
+@given(
+    radius=st.sampled_from([0.8, 1.0, 1.3]),
+    scale=st.sampled_from([0.5, 3.0]),
+    seed=st.integers(0, 1000),
+)
 def test_tanh_saturation_only_shrinks_the_norms(radius, scale, seed):
     # ||diag(1 - h**2) W|| <= ||W|| = r, so by submultiplicativity every k-step product has norm <= r**k.
     H = 5
@@ -246,6 +280,7 @@ def test_recurrent_weight_has_the_requested_spectral_radius_and_norm(radius):
 
 # --------------------------------------------------------------------------- 4. self-attention
 
+
 @pytest.mark.parametrize("norm", ["spectral", "fro"])
 def test_attention_norms_match_autograd_of_nn_multihead_attention(norm):
     torch.manual_seed(20)
@@ -256,17 +291,21 @@ def test_attention_norms_match_autograd_of_nn_multihead_attention(norm):
     blocked = ~torch.tril(torch.ones(L, L, dtype=torch.bool))  # torch's polarity: True = blocked
     t = 3
 
-    lags, norms = attention_gradient_norm_vs_lag(lambda z: ours(z, z, z, is_causal=True), x, t=t, norm=norm)
+    lags, norms = attention_gradient_norm_vs_lag(
+        lambda z: ours(z, z, z, is_causal=True), x, t=t, norm=norm
+    )
 
     assert lags.tolist() == [3, 2, 1, 0, -1, -2] and norms.shape == (2, L)
     ord_ = 2 if norm == "spectral" else "fro"
     for b in range(2):
+
         def torch_y_t(xb):  # (L, D) -> (D,)
             return m(xb[None], xb[None], xb[None], attn_mask=blocked, need_weights=False)[0][0, t]
+
         jac = torch.autograd.functional.jacobian(torch_y_t, x[b])  # (D, L, D)
         close(norms[b], torch.linalg.matrix_norm(jac.permute(1, 0, 2), ord=ord_))
-    assert (norms[:, t + 1:] == 0).all(), "future inputs must not reach y_t under a causal mask"
-    assert (norms[:, :t + 1] > 0).all(), "every past input reaches y_t directly (path length one)"
+    assert (norms[:, t + 1 :] == 0).all(), "future inputs must not reach y_t under a causal mask"
+    assert (norms[:, : t + 1] > 0).all(), "every past input reaches y_t directly (path length one)"
 
 
 def test_attention_norms_without_mask_reach_the_future_and_default_t_is_last():
@@ -275,11 +314,13 @@ def test_attention_norms_without_mask_reach_the_future_and_default_t_is_last():
     x = torch.randn(1, 5, 4, dtype=F64, generator=torch.Generator().manual_seed(21))
     lags, norms = attention_gradient_norm_vs_lag(lambda z: mha(z, z, z)[0], x, t=1)
     assert (norms > 0).all() and lags.tolist() == [1, 0, -1, -2, -3]
-    lags, _ = attention_gradient_norm_vs_lag(lambda z: mha(z, z, z), x)  # tuple output: first element used
+    # tuple output: first element used
+    lags, _ = attention_gradient_norm_vs_lag(lambda z: mha(z, z, z), x)
     assert lags.tolist() == [4, 3, 2, 1, 0]
 
 
 # --------------------------------------------------------------------------- 5. errors
+
 
 def test_errors():
     rnn, gru = RNN(2, 3), GRU(2, 3)
@@ -291,9 +332,13 @@ def test_errors():
         autograd_step_jacobians(nn.RNN(2, 3), x)
     with pytest.raises(ValueError, match=r"expected x of shape \(B, L, 2\), received \(4, 2\)"):
         rnn_step_jacobians(rnn, x[0])
-    with pytest.raises(ValueError, match=r"expected jacobians of shape \(B, L, H, H\), received \(4, 3, 3\)"):
+    with pytest.raises(
+        ValueError, match=r"expected jacobians of shape \(B, L, H, H\), received \(4, 3, 3\)"
+    ):
         jacobian_product(jac[0], 0, 1)
-    with pytest.raises(ValueError, match=r"expected jacobians of shape \(B, L, H, H\), received \(1, 4, 3, 2\)"):
+    with pytest.raises(
+        ValueError, match=r"expected jacobians of shape \(B, L, H, H\), received \(1, 4, 3, 2\)"
+    ):
         gradient_norm_vs_lag(jac[..., :2])
     with pytest.raises(ValueError, match="0 <= s <= t <= L = 4, received s=3, t=2"):
         jacobian_product(jac, 3, 2)

@@ -14,29 +14,26 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from tests.conftest import F64, close, rand
 from transformer_lite import LayerNorm, LearnedPositionalEmbedding, PositionwiseFeedForward
 
-F64 = torch.float64
-
-
-def close(actual, expected, atol=1e-12, rtol=1e-10, msg=None):
-    torch.testing.assert_close(actual, expected, atol=atol, rtol=rtol, msg=msg)
-
-
-def rand(*shape, seed=0):
-    return torch.randn(*shape, dtype=F64, generator=torch.Generator().manual_seed(seed))
-
-
 # --------------------------------------------------------------------------- LayerNorm
+
 
 def test_layernorm_literal_vector_by_hand():
     x = torch.tensor([1.0, 2.0, 3.0, 6.0], dtype=F64)
     mean = 3.0
     var = ((1 - 3) ** 2 + (2 - 3) ** 2 + 0 + (6 - 3) ** 2) / 4  # = 3.5, biased: divide by D = 4
     eps = 1e-5
-    expected = torch.tensor([(v - mean) / math.sqrt(var + eps) for v in (1.0, 2.0, 3.0, 6.0)], dtype=F64)
+    expected = torch.tensor(
+        [(v - mean) / math.sqrt(var + eps) for v in (1.0, 2.0, 3.0, 6.0)], dtype=F64
+    )
     ln = LayerNorm(4, eps=eps).to(F64)
-    close(ln(x), expected, msg="LayerNorm: biased variance (divide by D) and eps inside the square root?")
+    close(
+        ln(x),
+        expected,
+        msg="LayerNorm: biased variance (divide by D) and eps inside the square root?",
+    )
 
 
 def test_layernorm_literal_vector_with_affine_parameters():
@@ -110,26 +107,35 @@ def test_layernorm_gradcheck():
 
 def test_layernorm_rejects_wrong_last_dim():
     ln = LayerNorm(8)
-    with pytest.raises(ValueError, match=r"expected input of shape \(\.\.\., 8\), received \(2, 3, 7\)"):
+    with pytest.raises(
+        ValueError, match=r"expected input of shape \(\.\.\., 8\), received \(2, 3, 7\)"
+    ):
         ln(torch.zeros(2, 3, 7))
     with pytest.raises(ValueError, match=r"received \(\)"):
         ln(torch.tensor(1.0))
 
 
-@pytest.mark.parametrize("args,pattern", [((0,), r"received d_model=0, eps=1e-05"),
-                                          ((4, -1.0), r"received d_model=4, eps=-1.0")])
+@pytest.mark.parametrize(
+    "args,pattern",
+    [((0,), r"received d_model=0, eps=1e-05"), ((4, -1.0), r"received d_model=4, eps=-1.0")],
+)
 def test_layernorm_constructor_errors(args, pattern):
     with pytest.raises(ValueError, match=pattern):
         LayerNorm(*args)
 
 
-@pytest.mark.parametrize("bad,name", [(nn.Linear(3, 3), "Linear"), (nn.LayerNorm((3, 4)), "LayerNorm")])
+@pytest.mark.parametrize(
+    "bad,name", [(nn.Linear(3, 3), "Linear"), (nn.LayerNorm((3, 4)), "LayerNorm")]
+)
 def test_layernorm_from_torch_rejects_wrong_type_or_shape(bad, name):
-    with pytest.raises(ValueError, match=rf"expected nn.LayerNorm over one dimension \(d_model,\), received {name}"):
+    with pytest.raises(
+        ValueError, match=rf"expected nn.LayerNorm over one dimension \(d_model,\), received {name}"
+    ):
         LayerNorm.from_torch(bad)
 
 
 # --------------------------------------------------------------------------- PositionwiseFeedForward
+
 
 def _ff_with_random_params(d_model, d_ff, activation, seed=10):
     torch.manual_seed(seed)
@@ -153,8 +159,11 @@ def test_feedforward_matches_manual_linear_composition(activation, torch_act, sh
 def test_feedforward_gelu_is_exact_erf_form_not_tanh():
     ff = _ff_with_random_params(6, 10, "gelu")
     x = rand(4, 6, seed=12) * 3
-    tanh_form = F.linear(F.gelu(F.linear(x, ff.linear1.weight, ff.linear1.bias), approximate="tanh"),
-                         ff.linear2.weight, ff.linear2.bias)
+    tanh_form = F.linear(
+        F.gelu(F.linear(x, ff.linear1.weight, ff.linear1.bias), approximate="tanh"),
+        ff.linear2.weight,
+        ff.linear2.bias,
+    )
     assert not torch.allclose(ff(x), tanh_form, atol=1e-6)
 
 
@@ -199,11 +208,14 @@ def test_feedforward_rejects_non_positive_sizes():
 
 def test_feedforward_rejects_wrong_dim():
     ff = PositionwiseFeedForward(4, 8)
-    with pytest.raises(ValueError, match=r"expected input of shape \(\.\.\., 4\), received \(2, 5\)"):
+    with pytest.raises(
+        ValueError, match=r"expected input of shape \(\.\.\., 4\), received \(2, 5\)"
+    ):
         ff(torch.zeros(2, 5))
 
 
 # --------------------------------------------------------------------------- LearnedPositionalEmbedding
+
 
 def test_positional_embedding_returns_rows_offset_to_offset_plus_len():
     torch.manual_seed(20)
@@ -215,14 +227,18 @@ def test_positional_embedding_returns_rows_offset_to_offset_plus_len():
 
 def test_positional_embedding_rejects_positions_past_max_len():
     pe = LearnedPositionalEmbedding(10, 4)
-    with pytest.raises(ValueError, match=r"positions up to 10 requested, but only max_len=10 positions \(0\.\.9\)"):
+    with pytest.raises(
+        ValueError, match=r"positions up to 10 requested, but only max_len=10 positions \(0\.\.9\)"
+    ):
         pe(11)
     with pytest.raises(ValueError, match=r"positions up to 11 requested, but only max_len=10"):
         pe(4, offset=8)
 
 
-@pytest.mark.parametrize("seq_len,offset,pattern", [(0, 0, r"received seq_len=0, offset=0"),
-                                                    (2, -1, r"received seq_len=2, offset=-1")])
+@pytest.mark.parametrize(
+    "seq_len,offset,pattern",
+    [(0, 0, r"received seq_len=0, offset=0"), (2, -1, r"received seq_len=2, offset=-1")],
+)
 def test_positional_embedding_rejects_bad_arguments(seq_len, offset, pattern):
     with pytest.raises(ValueError, match=pattern):
         LearnedPositionalEmbedding(10, 4)(seq_len, offset=offset)

@@ -1,4 +1,4 @@
-"""Tests for transformer_lite.masks.
+"""Tests for transformer_lite.nn.masks.
 
 Oracle: literal tensors written out by hand (True = may attend, the package
 convention), and, for the causal mask, the definition "query i sits at
@@ -15,9 +15,7 @@ T, F_ = True, False
 
 
 def test_causal_mask_square_is_lower_triangular():
-    expected = torch.tensor([[T, F_, F_],
-                             [T, T, F_],
-                             [T, T, T]])
+    expected = torch.tensor([[T, F_, F_], [T, T, F_], [T, T, T]])
     got = causal_mask(3)
     assert got.dtype == torch.bool
     assert torch.equal(got, expected)
@@ -25,25 +23,24 @@ def test_causal_mask_square_is_lower_triangular():
 
 def test_causal_mask_more_keys_than_queries_aligns_bottom_right():
     # 2 queries at absolute positions 2 and 3 of a 4-token sequence (e.g. a decode step with a cache).
-    expected = torch.tensor([[T, T, T, F_],
-                             [T, T, T, T]])
+    expected = torch.tensor([[T, T, T, F_], [T, T, T, T]])
     assert torch.equal(causal_mask(2, 4), expected), (
         "causal_mask(L, S) with S > L must align bottom-right (query i at position S - L + i); "
-        "top-left alignment, as torch's is_causal=True, would give [[T, F, F, F], [T, T, F, F]]")
+        "top-left alignment, as torch's is_causal=True, would give [[T, F, F, F], [T, T, F, F]]"
+    )
 
 
 def test_causal_mask_fewer_keys_than_queries_first_rows_all_false():
     # 4 queries at absolute positions -2, -1, 0, 1 against keys 0, 1.
-    expected = torch.tensor([[F_, F_],
-                             [F_, F_],
-                             [T, F_],
-                             [T, T]])
+    expected = torch.tensor([[F_, F_], [F_, F_], [T, F_], [T, T]])
     assert torch.equal(causal_mask(4, 2), expected)
 
 
 @pytest.mark.parametrize("L,S", [(1, 1), (1, 5), (5, 1), (3, 7), (7, 3), (6, 6)])
 def test_causal_mask_matches_definition(L, S):
-    expected = torch.tensor([[j <= S - L + i for j in range(S)] for i in range(L)], dtype=torch.bool)
+    expected = torch.tensor(
+        [[j <= S - L + i for j in range(S)] for i in range(L)], dtype=torch.bool
+    )
     assert torch.equal(causal_mask(L, S), expected)
 
 
@@ -88,7 +85,9 @@ def test_padding_mask_broadcasts_per_example_over_heads_and_queries():
 
 
 def test_padding_mask_rejects_3d_input():
-    with pytest.raises(ValueError, match=r"expected valid of shape \(B, S\), received shape \(2, 3, 4\)"):
+    with pytest.raises(
+        ValueError, match=r"expected valid of shape \(B, S\), received shape \(2, 3, 4\)"
+    ):
         padding_mask(torch.ones(2, 3, 4, dtype=torch.bool))
 
 
@@ -97,10 +96,14 @@ def test_padding_mask_rejects_1d_input():
         padding_mask(torch.ones(3, dtype=torch.bool))
 
 
-@pytest.mark.parametrize("valid,dtype_name", [(torch.tensor([[1.0, 0.0]]), "torch.float32"),
-                                              (torch.tensor([[1, 2]]), "torch.int64")])
+@pytest.mark.parametrize(
+    "valid,dtype_name",
+    [(torch.tensor([[1.0, 0.0]]), "torch.float32"), (torch.tensor([[1, 2]]), "torch.int64")],
+)
 def test_padding_mask_rejects_non_0_1_values(valid, dtype_name):
-    with pytest.raises(ValueError, match=rf"expected a bool tensor or integers 0/1, received dtype {dtype_name}"):
+    with pytest.raises(
+        ValueError, match=rf"expected a bool tensor or integers 0/1, received dtype {dtype_name}"
+    ):
         padding_mask(valid)
 
 

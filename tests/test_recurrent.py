@@ -1,4 +1,4 @@
-"""Tests for transformer_lite.recurrent: the Elman RNN and the GRU.
+"""Tests for transformer_lite.nn.recurrent: the Elman RNN and the GRU.
 
 Oracles:
 
@@ -22,14 +22,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from torch import nn
 
-from transformer_lite.recurrent import GRU, RNN
+from tests.conftest import F64, close
+from transformer_lite.nn.recurrent import GRU, RNN
 
-F64 = torch.float64
 SETTINGS = settings(max_examples=25, deadline=None, derandomize=True, database=None)
-
-
-def close(actual, expected, atol=1e-12, rtol=1e-10, msg=None):
-    torch.testing.assert_close(actual, expected, atol=atol, rtol=rtol, msg=msg)
 
 
 def rand(*shape, gen):
@@ -45,6 +41,7 @@ def run_torch(m, x, h0=None):
 
 
 # --------------------------------------------------------------------------- 1. by hand
+
 
 def _sigmoid(a):
     return 1.0 / (1.0 + math.exp(-a))
@@ -64,7 +61,11 @@ def test_rnn_one_unit_two_steps_by_hand():
 
     all_hidden, last = rnn(x, h0)
 
-    close(all_hidden, torch.tensor([[[h1], [h2]]], dtype=F64), msg="h_t = tanh(W_ih x_t + b_ih + W_hh h_{t-1} + b_hh)")
+    close(
+        all_hidden,
+        torch.tensor([[[h1], [h2]]], dtype=F64),
+        msg="h_t = tanh(W_ih x_t + b_ih + W_hh h_{t-1} + b_hh)",
+    )
     close(last, torch.tensor([[h2]], dtype=F64))
 
 
@@ -90,16 +91,21 @@ def test_gru_one_unit_one_step_by_hand():
     x, h = 1.5, -0.6
     r = _sigmoid(w_ir * x + b_ih[0] + w_hr * h + b_hh[0])
     z = _sigmoid(w_iz * x + b_ih[1] + w_hz * h + b_hh[1])
-    n = math.tanh(w_in * x + b_ih[2] + r * (w_hn * h + b_hh[2]))  # reset gate after the matrix and its bias
+    # reset gate after the matrix and its bias
+    n = math.tanh(w_in * x + b_ih[2] + r * (w_hn * h + b_hh[2]))
     expected = (1 - z) * n + z * h
 
     _, last = gru(torch.tensor([[[x]]], dtype=F64), torch.tensor([[h]], dtype=F64))
 
-    close(last, torch.tensor([[expected]], dtype=F64),
-          msg="GRU: does the reset gate multiply (W_hn h + b_hn), and h_t = (1 - z) n + z h_{t-1}?")
+    close(
+        last,
+        torch.tensor([[expected]], dtype=F64),
+        msg="GRU: does the reset gate multiply (W_hn h + b_hn), and h_t = (1 - z) n + z h_{t-1}?",
+    )
 
 
 # --------------------------------------------------------------------------- 2. torch oracles
+
 
 @pytest.mark.parametrize("nonlinearity", ["tanh", "relu"])
 @pytest.mark.parametrize("bias", [True, False])
@@ -141,8 +147,14 @@ def test_gru_from_torch_matches_nn_gru(bias, batch_first, with_h0):
 
 
 @SETTINGS
-@given(B=st.integers(1, 3), L=st.integers(1, 6), I=st.integers(1, 4), H=st.integers(1, 5),
-       gated=st.booleans(), seed=st.integers(0, 2**31 - 1))
+@given(
+    B=st.integers(1, 3),
+    L=st.integers(1, 6),
+    I=st.integers(1, 4),
+    H=st.integers(1, 5),
+    gated=st.booleans(),
+    seed=st.integers(0, 2**31 - 1),
+)
 def test_random_shapes_match_torch(B, L, I, H, gated, seed):
     torch.manual_seed(seed)
     m = (nn.GRU(I, H, batch_first=True) if gated else nn.RNN(I, H, batch_first=True)).to(F64)
@@ -173,6 +185,7 @@ def test_from_torch_keeps_float32():
 
 # --------------------------------------------------------------------------- 3. structure
 
+
 @pytest.mark.parametrize("cls", [RNN, GRU])
 def test_state_at_t_ignores_later_inputs(cls):
     torch.manual_seed(6)
@@ -195,8 +208,8 @@ def test_batch_examples_are_independent(cls):
     x, h0 = rand(3, 5, 2, gen=gen), rand(3, 3, gen=gen)
     all_hidden, _ = model(x, h0)
     for b in range(3):
-        single, _ = model(x[b:b + 1], h0[b:b + 1])
-        close(all_hidden[b:b + 1], single)
+        single, _ = model(x[b : b + 1], h0[b : b + 1])
+        close(all_hidden[b : b + 1], single)
 
 
 @pytest.mark.parametrize("cls", [RNN, GRU])
@@ -210,6 +223,7 @@ def test_empty_sequence_returns_h0(cls):
 
 # --------------------------------------------------------------------------- 4. gradients and errors
 
+
 @pytest.mark.parametrize("cls", [RNN, GRU])
 def test_gradcheck_inputs_state_and_parameters(cls):
     torch.manual_seed(8)
@@ -220,8 +234,9 @@ def test_gradcheck_inputs_state_and_parameters(cls):
     params = tuple(model.parameters())
 
     def f(x, h0, *weights):
-        out = torch.func.functional_call(model, dict(zip([n for n, _ in model.named_parameters()], weights)),
-                                         (x, h0))
+        out = torch.func.functional_call(
+            model, dict(zip([n for n, _ in model.named_parameters()], weights)), (x, h0)
+        )
         return out[0].sum(-1), out[1]
 
     assert torch.autograd.gradcheck(f, (x, h0, *[p.detach().requires_grad_() for p in params]))

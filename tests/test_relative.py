@@ -1,4 +1,4 @@
-"""Tests for relative position biases and ALiBi (transformer_lite.relative).
+"""Tests for relative position biases and ALiBi (transformer_lite.nn.relative_position).
 
 Oracles: the T5 bucket rule re-implemented here on Python ints with ``math.log``
 (one distance at a time, written from the rule in Raffel et al. 2020 / the T5
@@ -17,15 +17,18 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from transformer_lite import (ClippedRelativePositionBias, MultiHeadAttention, T5RelativePositionBias, alibi_bias,
-                              alibi_slopes, causal_mask, relative_positions, scaled_dot_product_attention,
-                              t5_relative_bucket)
-
-F64 = torch.float64
-
-
-def close(actual, expected, atol=1e-12, rtol=1e-10, msg=None):
-    torch.testing.assert_close(actual, expected, atol=atol, rtol=rtol, msg=msg)
+from tests.conftest import F64, close
+from transformer_lite import (
+    ClippedRelativePositionBias,
+    MultiHeadAttention,
+    T5RelativePositionBias,
+    alibi_bias,
+    alibi_slopes,
+    causal_mask,
+    relative_positions,
+    scaled_dot_product_attention,
+    t5_relative_bucket,
+)
 
 
 def t5_bucket_scalar(rel, n_buckets, max_distance, bidirectional):
@@ -48,11 +51,14 @@ def t5_bucket_scalar(rel, n_buckets, max_distance, bidirectional):
 
 # --------------------------------------------------------------------------- relative positions
 
+
 def test_relative_positions_by_hand():
     assert torch.equal(relative_positions(3), torch.tensor([[0, 1, 2], [-1, 0, 1], [-2, -1, 0]]))
     # S > L: the 3 queries are the last 3 of 5 positions (2, 3, 4).
-    assert torch.equal(relative_positions(3, 5), torch.tensor([[-2, -1, 0, 1, 2], [-3, -2, -1, 0, 1],
-                                                               [-4, -3, -2, -1, 0]]))
+    assert torch.equal(
+        relative_positions(3, 5),
+        torch.tensor([[-2, -1, 0, 1, 2], [-3, -2, -1, 0, 1], [-4, -3, -2, -1, 0]]),
+    )
     # The zero (the query's own position) sits where causal_mask's diagonal is.
     assert torch.equal(relative_positions(3, 5) <= 0, causal_mask(3, 5))
 
@@ -60,18 +66,46 @@ def test_relative_positions_by_hand():
 # --------------------------------------------------------------------------- T5 buckets
 
 T5_BIDIRECTIONAL = {  # n_buckets=32, max_distance=128: 16 per side, 8 exact, log-spaced 8..15
-    0: 0, -1: 1, -7: 7, -8: 8, -11: 8, -12: 9, -16: 10, -32: 12, -64: 14, -127: 15, -128: 15, -5000: 15,
-    1: 17, 7: 23, 8: 24, 16: 26, 128: 31, 5000: 31,
+    0: 0,
+    -1: 1,
+    -7: 7,
+    -8: 8,
+    -11: 8,
+    -12: 9,
+    -16: 10,
+    -32: 12,
+    -64: 14,
+    -127: 15,
+    -128: 15,
+    -5000: 15,
+    1: 17,
+    7: 23,
+    8: 24,
+    16: 26,
+    128: 31,
+    5000: 31,
 }
 # -12: 8 + floor(log(12/8) / log(16) * 8) = 8 + floor(1.17) = 9;  -16: 8 + floor(0.25 * 8) = 10
 # -127: 8 + floor(log(15.875) / log(16) * 8) = 8 + floor(7.98) = 15
 T5_UNIDIRECTIONAL = {  # n_buckets=32: 16 exact (0..15), log-spaced 16..31
-    0: 0, 3: 0, 500: 0, -1: 1, -15: 15, -16: 16, -32: 21, -64: 26, -127: 31, -128: 31, -10**6: 31,
+    0: 0,
+    3: 0,
+    500: 0,
+    -1: 1,
+    -15: 15,
+    -16: 16,
+    -32: 21,
+    -64: 26,
+    -127: 31,
+    -128: 31,
+    -(10**6): 31,
 }
 # -32: 16 + floor(log(2) / log(8) * 16) = 16 + floor(5.33) = 21;  -64: 16 + floor(10.67) = 26
 
 
-@pytest.mark.parametrize("bidirectional,table", [(True, T5_BIDIRECTIONAL), (False, T5_UNIDIRECTIONAL)])
+@pytest.mark.parametrize(
+    "bidirectional,table", [(True, T5_BIDIRECTIONAL), (False, T5_UNIDIRECTIONAL)]
+)
 def test_t5_buckets_hand_checked(bidirectional, table):
     rel = torch.tensor(list(table))
     got = t5_relative_bucket(rel, 32, 128, bidirectional)
@@ -82,11 +116,11 @@ def test_t5_buckets_hand_checked(bidirectional, table):
 @pytest.mark.parametrize("n_buckets,max_distance", [(32, 128), (8, 16), (16, 20), (6, 9)])
 @pytest.mark.parametrize("bidirectional", [True, False])
 def test_t5_buckets_match_scalar_oracle_and_stay_in_range(n_buckets, max_distance, bidirectional):
-    if bidirectional and n_buckets % 2:
-        pytest.skip("odd bidirectional bucket counts are rejected")
     rel = torch.arange(-3000, 3001)
     got = t5_relative_bucket(rel, n_buckets, max_distance, bidirectional)
-    assert got.tolist() == [t5_bucket_scalar(r, n_buckets, max_distance, bidirectional) for r in rel.tolist()]
+    assert got.tolist() == [
+        t5_bucket_scalar(r, n_buckets, max_distance, bidirectional) for r in rel.tolist()
+    ]
     assert got.min() >= 0 and got.max() <= n_buckets - 1
     # every distance >= max_distance shares the last bucket of its side
     last_past = n_buckets // 2 - 1 if bidirectional else n_buckets - 1
@@ -122,7 +156,9 @@ def test_t5_module_far_distances_use_the_last_bucket():
         mod.weight.copy_(torch.arange(16.0).view(8, 2))
     bias = mod(300)[0]  # distances up to 299, far beyond max_distance = 16
     rel = relative_positions(300)
-    assert torch.equal(bias[:, rel <= -16], mod.weight[3][:, None].expand(2, int((rel <= -16).sum())))
+    assert torch.equal(
+        bias[:, rel <= -16], mod.weight[3][:, None].expand(2, int((rel <= -16).sum()))
+    )
     assert torch.equal(bias[:, rel >= 16], mod.weight[7][:, None].expand(2, int((rel >= 16).sum())))
 
 
@@ -142,25 +178,35 @@ def test_t5_unidirectional_module():
     with torch.no_grad():
         mod.weight.copy_(torch.tensor([[0.0], [1.0], [2.0], [3.0]]))
     # 4 buckets, 2 exact (distances 0, 1), then 2 + floor(log(d/2)/log(4) * 2): d=2,3 -> 2; d>=4 -> 3
-    expected = torch.tensor([[0.0, 0.0, 0.0, 0.0, 0.0],
-                             [1.0, 0.0, 0.0, 0.0, 0.0],
-                             [2.0, 1.0, 0.0, 0.0, 0.0],
-                             [2.0, 2.0, 1.0, 0.0, 0.0],
-                             [3.0, 2.0, 2.0, 1.0, 0.0]])
+    expected = torch.tensor(
+        [
+            [0.0, 0.0, 0.0, 0.0, 0.0],
+            [1.0, 0.0, 0.0, 0.0, 0.0],
+            [2.0, 1.0, 0.0, 0.0, 0.0],
+            [2.0, 2.0, 1.0, 0.0, 0.0],
+            [3.0, 2.0, 2.0, 1.0, 0.0],
+        ]
+    )
     assert torch.equal(mod(5)[0, 0], expected)
 
 
 # --------------------------------------------------------------------------- Shaw-style clipping
 
+
 def test_clipped_bias_by_hand_and_beyond_the_clip():
     mod = ClippedRelativePositionBias(n_heads=1, max_relative_position=2)
     with torch.no_grad():
-        mod.weight.copy_(torch.tensor([[-20.0], [-10.0], [0.0], [10.0], [20.0]]))  # rows: j - i = -2 .. 2
-    expected = torch.tensor([[0.0, 10.0, 20.0, 20.0, 20.0],
-                             [-10.0, 0.0, 10.0, 20.0, 20.0],
-                             [-20.0, -10.0, 0.0, 10.0, 20.0],
-                             [-20.0, -20.0, -10.0, 0.0, 10.0],
-                             [-20.0, -20.0, -20.0, -10.0, 0.0]])
+        # rows: j - i = -2 .. 2
+        mod.weight.copy_(torch.tensor([[-20.0], [-10.0], [0.0], [10.0], [20.0]]))
+    expected = torch.tensor(
+        [
+            [0.0, 10.0, 20.0, 20.0, 20.0],
+            [-10.0, 0.0, 10.0, 20.0, 20.0],
+            [-20.0, -10.0, 0.0, 10.0, 20.0],
+            [-20.0, -20.0, -10.0, 0.0, 10.0],
+            [-20.0, -20.0, -20.0, -10.0, 0.0],
+        ]
+    )
     assert torch.equal(mod(5)[0, 0], expected)
     far = mod(400)[0, 0]  # distances far beyond the clip index the end rows, never out of range
     rel = relative_positions(400)
@@ -169,32 +215,49 @@ def test_clipped_bias_by_hand_and_beyond_the_clip():
 
 # --------------------------------------------------------------------------- ALiBi
 
+
 def test_alibi_slopes_for_8_heads_are_one_half_to_one_256th():
-    assert torch.equal(alibi_slopes(8, dtype=F64), torch.tensor([1 / 2 ** h for h in range(1, 9)], dtype=F64))
+    assert torch.equal(
+        alibi_slopes(8, dtype=F64), torch.tensor([1 / 2**h for h in range(1, 9)], dtype=F64)
+    )
 
 
 def test_alibi_slopes_other_head_counts():
-    close(alibi_slopes(16, dtype=F64), torch.tensor([2 ** (-h / 2) for h in range(1, 17)], dtype=F64))
+    close(
+        alibi_slopes(16, dtype=F64), torch.tensor([2 ** (-h / 2) for h in range(1, 17)], dtype=F64)
+    )
     close(alibi_slopes(4, dtype=F64), torch.tensor([1 / 4, 1 / 16, 1 / 64, 1 / 256], dtype=F64))
     close(alibi_slopes(1, dtype=F64), torch.tensor([1 / 256], dtype=F64))
     # not a power of 2: the 4-head slopes, then every other slope of the 8-head sequence
-    close(alibi_slopes(6, dtype=F64), torch.tensor([1 / 4, 1 / 16, 1 / 64, 1 / 256, 1 / 2, 1 / 8], dtype=F64))
+    close(
+        alibi_slopes(6, dtype=F64),
+        torch.tensor([1 / 4, 1 / 16, 1 / 64, 1 / 256, 1 / 2, 1 / 8], dtype=F64),
+    )
     close(alibi_slopes(3, dtype=F64), torch.tensor([1 / 16, 1 / 256, 1 / 4], dtype=F64))
-    close(alibi_slopes(12, dtype=F64),
-          torch.tensor([2 ** -h for h in range(1, 9)] + [2 ** -0.5, 2 ** -1.5, 2 ** -2.5, 2 ** -3.5], dtype=F64))
+    close(
+        alibi_slopes(12, dtype=F64),
+        torch.tensor(
+            [2**-h for h in range(1, 9)] + [2**-0.5, 2**-1.5, 2**-2.5, 2**-3.5], dtype=F64
+        ),
+    )
     assert alibi_slopes(8).dtype == torch.float32
 
 
 def test_alibi_bias_by_hand():
     inf = float("inf")
     bias = alibi_bias(2, 3, dtype=F64)  # slopes 1/16, 1/256
-    expected = torch.tensor([
-        [[0.0, -inf, -inf], [-1 / 16, 0.0, -inf], [-2 / 16, -1 / 16, 0.0]],
-        [[0.0, -inf, -inf], [-1 / 256, 0.0, -inf], [-2 / 256, -1 / 256, 0.0]],
-    ], dtype=F64)[None]
+    expected = torch.tensor(
+        [
+            [[0.0, -inf, -inf], [-1 / 16, 0.0, -inf], [-2 / 16, -1 / 16, 0.0]],
+            [[0.0, -inf, -inf], [-1 / 256, 0.0, -inf], [-2 / 256, -1 / 256, 0.0]],
+        ],
+        dtype=F64,
+    )[None]
     assert torch.equal(bias, expected)
     sym = alibi_bias(2, 3, causal=False, dtype=F64)
-    assert torch.equal(sym[0, 0], torch.tensor([[0.0, -1, -2], [-1, 0, -1], [-2, -1, 0]], dtype=F64) / 16)
+    assert torch.equal(
+        sym[0, 0], torch.tensor([[0.0, -1, -2], [-1, 0, -1], [-2, -1, 0]], dtype=F64) / 16
+    )
     assert not torch.signbit(sym[0, 0].diagonal()).any()  # +0.0 on the diagonal, not -0.0
 
 
@@ -214,9 +277,11 @@ def test_alibi_as_attn_mask_equals_softmax_written_out():
     slopes = alibi_slopes(4, dtype=F64)
     for h in range(4):
         for i in range(5):
-            scores = torch.stack([(q[:, h, i] * k[:, h, j]).sum(-1) for j in range(5)], dim=-1) / math.sqrt(3)  # (B, 5)
+            scores = torch.stack(
+                [(q[:, h, i] * k[:, h, j]).sum(-1) for j in range(5)], dim=-1
+            ) / math.sqrt(3)  # (B, 5)
             scores = scores - slopes[h] * (i - torch.arange(5, dtype=F64))
-            scores[:, i + 1:] = float("-inf")
+            scores[:, i + 1 :] = float("-inf")
             close(w[:, h, i], torch.softmax(scores, dim=-1))
     out_c, w_c = scaled_dot_product_attention(q, k, v, attn_mask=bias, is_causal=True)
     close(out_c, out)  # the causal mask is already inside the bias
@@ -225,13 +290,15 @@ def test_alibi_as_attn_mask_equals_softmax_written_out():
 
 # --------------------------------------------------------------------------- with MultiHeadAttention
 
+
 def test_bias_in_multi_head_attention_is_per_head_even_when_batch_equals_heads():
     torch.manual_seed(3)
     mha = MultiHeadAttention(8, 2).to(F64).eval()
     rel = T5RelativePositionBias(2, 8, 16).double()
     with torch.no_grad():
         rel.weight.normal_()
-    x = torch.randn(2, 5, 8, dtype=F64)  # B == H == 2: an (H, L, S) mask would be misread as (B, L, S)
+    # B == H == 2: an (H, L, S) mask would be misread as (B, L, S)
+    x = torch.randn(2, 5, 8, dtype=F64)
     bias = rel(5)
     _, w = mha(x, x, x, attn_mask=bias)
     q = mha._split_heads(mha.q_proj(x))
@@ -262,7 +329,9 @@ def test_relative_bias_breaks_permutation_equivariance(kind):
     if kind == "alibi":
         bias = alibi_bias(2, 6, causal=False, dtype=F64)
     else:
-        mod = (T5RelativePositionBias(2, 8, 16) if kind == "t5" else ClippedRelativePositionBias(2, 2)).double()
+        mod = (
+            T5RelativePositionBias(2, 8, 16) if kind == "t5" else ClippedRelativePositionBias(2, 2)
+        ).double()
         with torch.no_grad():
             mod.weight.normal_()
         bias = mod(6)
@@ -271,7 +340,10 @@ def test_relative_bias_breaks_permutation_equivariance(kind):
     assert (y_p - y[:, perm]).abs().max() > 1e-3
     # Control: a bias that is the same for every (i, j) carries no position, and equivariance returns.
     flat = torch.full_like(bias, 0.7)
-    close(mha(x[:, perm], x[:, perm], x[:, perm], attn_mask=flat)[0], mha(x, x, x, attn_mask=flat)[0][:, perm])
+    close(
+        mha(x[:, perm], x[:, perm], x[:, perm], attn_mask=flat)[0],
+        mha(x, x, x, attn_mask=flat)[0][:, perm],
+    )
 
 
 @settings(max_examples=25, deadline=None, derandomize=True)
@@ -288,8 +360,11 @@ def test_relative_biases_are_shift_invariant(L, extra, shift):
 
 # --------------------------------------------------------------------------- errors
 
+
 def test_errors():
-    with pytest.raises(ValueError, match="integer tensor of relative positions, received torch.float32"):
+    with pytest.raises(
+        ValueError, match="integer tensor of relative positions, received torch.float32"
+    ):
         t5_relative_bucket(torch.zeros(3))
     with pytest.raises(ValueError, match="even n_buckets >= 4 when bidirectional, received 7"):
         t5_relative_bucket(torch.zeros(3, dtype=torch.long), n_buckets=7)

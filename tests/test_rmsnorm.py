@@ -1,4 +1,4 @@
-"""Tests for transformer_lite.rmsnorm.RMSNorm.
+"""Tests for transformer_lite.nn.normalization.RMSNorm.
 
 Oracles: a hand-computed case; ``torch.nn.RMSNorm`` in float64 with copied
 weights (``RMSNorm.from_torch``); LayerNorm, which equals RMSNorm on inputs whose
@@ -14,10 +14,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from torch import nn
 
+from tests.conftest import F64
 from transformer_lite import LayerNorm
-from transformer_lite.rmsnorm import RMSNorm
-
-F64 = torch.float64
+from transformer_lite.nn.normalization import RMSNorm
 
 
 def test_hand_computed():
@@ -27,8 +26,13 @@ def test_hand_computed():
         norm.weight.copy_(torch.tensor([1.0, -2.0]))
     y = norm(torch.tensor([[3.0, 4.0]], dtype=F64))
     expected = torch.tensor([[3.0 / math.sqrt(13.0), -8.0 / math.sqrt(13.0)]], dtype=F64)
-    torch.testing.assert_close(y, expected, atol=1e-14, rtol=0,
-                               msg="is eps inside the square root, and is the mean taken over squares?")
+    torch.testing.assert_close(
+        y,
+        expected,
+        atol=1e-14,
+        rtol=0,
+        msg="is eps inside the square root, and is the mean taken over squares?",
+    )
 
 
 @pytest.mark.parametrize("eps", [1e-5, 1e-2, None])
@@ -38,7 +42,9 @@ def test_matches_torch_rmsnorm(eps):
     with torch.no_grad():
         ref.weight.copy_(1 + 0.5 * torch.randn(16, dtype=F64))
     ours = RMSNorm.from_torch(ref)
-    assert ours.weight.dtype == F64 and ours.eps == (eps if eps is not None else torch.finfo(F64).eps)
+    assert ours.weight.dtype == F64 and ours.eps == (
+        eps if eps is not None else torch.finfo(F64).eps
+    )
     x = torch.randn(3, 5, 16, dtype=F64) * 3 + 1  # non-zero mean: RMSNorm must not subtract it
     torch.testing.assert_close(ours(x), ref(x), atol=1e-13, rtol=1e-12)
 
@@ -77,8 +83,10 @@ def test_keeps_dtype_and_gradcheck():
         norm.weight.copy_(torch.randn(5, dtype=F64))
     x = torch.randn(3, 5, dtype=F64, requires_grad=True)
     assert torch.autograd.gradcheck(norm, (x,))
-    assert torch.autograd.gradcheck(lambda w: torch.func.functional_call(norm, {"weight": w}, (x,)),
-                                    (norm.weight.detach().clone().requires_grad_(),))
+    assert torch.autograd.gradcheck(
+        lambda w: torch.func.functional_call(norm, {"weight": w}, (x,)),
+        (norm.weight.detach().clone().requires_grad_(),),
+    )
 
 
 def test_errors():

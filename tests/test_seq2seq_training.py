@@ -21,29 +21,42 @@ import torch
 import torch.nn.functional as F
 
 import transformer_lite as tl
-from transformer_lite import toy_tasks as tt
+from transformer_lite.training import toy_tasks as tt
 
 N_SYMBOLS, MIN_LEN, MAX_LEN, STEPS, WARMUP = 8, 3, 6, 300, 50
 THRESHOLD = 0.90
 
 
 def _train_and_score(seed: int) -> float:
-    test_src, test_tgt = tt.make_reversal_batch(500, N_SYMBOLS, MIN_LEN, MAX_LEN,
-                                                generator=torch.Generator().manual_seed(1234))
+    test_src, test_tgt = tt.make_reversal_batch(
+        500, N_SYMBOLS, MIN_LEN, MAX_LEN, generator=torch.Generator().manual_seed(1234)
+    )
     held_out = {tuple(row[row != tt.PAD].tolist()) for row in test_src}
     threads = torch.get_num_threads()
     torch.set_num_threads(1)  # faster for this small model, and reproducible
     try:
         torch.manual_seed(seed)
-        config = tl.EncoderDecoderConfig(3 + N_SYMBOLS, 3 + N_SYMBOLS, d_model=32, n_heads=4, n_encoder_layers=2,
-                                         n_decoder_layers=2, d_ff=64, dropout=0.0, max_len=MAX_LEN + 2)
+        config = tl.EncoderDecoderConfig(
+            3 + N_SYMBOLS,
+            3 + N_SYMBOLS,
+            d_model=32,
+            n_heads=4,
+            n_encoder_layers=2,
+            n_decoder_layers=2,
+            d_ff=64,
+            dropout=0.0,
+            max_len=MAX_LEN + 2,
+        )
         model = tl.EncoderDecoderTransformer(config)
         opt = torch.optim.Adam(model.parameters(), lr=5e-3)
         sched = torch.optim.lr_scheduler.LambdaLR(
-            opt, lambda s: min(1.0, (s + 1) / WARMUP) * 0.5 * (1 + math.cos(math.pi * s / STEPS)))
+            opt, lambda s: min(1.0, (s + 1) / WARMUP) * 0.5 * (1 + math.cos(math.pi * s / STEPS))
+        )
         g = torch.Generator().manual_seed(seed)
         for _ in range(STEPS):
-            src, tgt = tt.make_reversal_batch(64, N_SYMBOLS, MIN_LEN, MAX_LEN, generator=g, exclude=held_out)
+            src, tgt = tt.make_reversal_batch(
+                64, N_SYMBOLS, MIN_LEN, MAX_LEN, generator=g, exclude=held_out
+            )
             tgt_in = tt.shift_right(tgt)
             logits = model(src, tgt_in, src_padding=src != tt.PAD, tgt_padding=tgt_in != tt.PAD)
             loss = F.cross_entropy(logits.flatten(0, 1), tgt.flatten(), ignore_index=tt.PAD)
@@ -51,8 +64,14 @@ def _train_and_score(seed: int) -> float:
             loss.backward()
             opt.step()
             sched.step()
-        generated = tl.greedy_decode(model, test_src, max_len=MAX_LEN + 1, bos_id=tt.BOS, eos_id=tt.EOS,
-                                     src_padding=test_src != tt.PAD)
+        generated = tl.greedy_decode(
+            model,
+            test_src,
+            max_len=MAX_LEN + 1,
+            bos_id=tt.BOS,
+            eos_id=tt.EOS,
+            src_padding=test_src != tt.PAD,
+        )
         return tt.exact_match(generated, test_tgt).float().mean().item()
     finally:
         torch.set_num_threads(threads)

@@ -1,4 +1,4 @@
-"""Tests for transformer_lite.swiglu.SwiGLUFeedForward.
+"""Tests for transformer_lite.nn.feedforward.SwiGLUFeedForward.
 
 Oracles: a hand-computed one-unit case; the formula of Shazeer (2020, Eq. 6)
 written with ``F.silu`` and matrix products in float64; the SiLU written as
@@ -11,9 +11,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from transformer_lite.swiglu import SwiGLUFeedForward
-
-F64 = torch.float64
+from tests.conftest import F64
+from transformer_lite.nn.feedforward import SwiGLUFeedForward
 
 
 def test_hand_computed_single_unit():
@@ -34,19 +33,23 @@ def test_matches_formula_with_silu(bias):
     ff = SwiGLUFeedForward(6, 10, bias=bias).double()
     x = torch.randn(2, 4, 6, dtype=F64)
     Wg, Wu, Wd = ff.gate_proj.weight, ff.up_proj.weight, ff.down_proj.weight
-    bg, bu, bd = ((ff.gate_proj.bias, ff.up_proj.bias, ff.down_proj.bias) if bias
-                  else (0.0, 0.0, 0.0))
+    bg, bu, bd = (
+        (ff.gate_proj.bias, ff.up_proj.bias, ff.down_proj.bias) if bias else (0.0, 0.0, 0.0)
+    )
     gate = x @ Wg.T + bg
     expected = (F.silu(gate) * (x @ Wu.T + bu)) @ Wd.T + bd
     torch.testing.assert_close(ff(x), expected, atol=1e-13, rtol=1e-12)
     swish = gate * torch.sigmoid(gate)  # Swish_1 written out: the same as F.silu
-    torch.testing.assert_close((swish * (x @ Wu.T + bu)) @ Wd.T + bd, expected, atol=1e-13, rtol=1e-12)
+    torch.testing.assert_close(
+        (swish * (x @ Wu.T + bu)) @ Wd.T + bd, expected, atol=1e-13, rtol=1e-12
+    )
     assert (ff.gate_proj.bias is None) == (not bias)
 
 
 def test_parameter_count_and_shapes():
     ff = SwiGLUFeedForward(576, 1536)
-    assert sum(p.numel() for p in ff.parameters()) == 3 * 576 * 1536  # SmolLM2's feed-forward, no biases
+    # SmolLM2's feed-forward, no biases
+    assert sum(p.numel() for p in ff.parameters()) == 3 * 576 * 1536
     assert ff(torch.randn(3, 7, 576)).shape == (3, 7, 576)
     assert ff(torch.randn(576)).shape == (576,)
 

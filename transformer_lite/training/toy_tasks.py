@@ -299,8 +299,8 @@ def train_delayed_recall(model: torch.nn.Module, lag: int, steps: int = 300, bat
 
     Args:
         model: maps int64 ids ``(B, L)`` to logits ``(B, L, V)`` with ``V >= n_symbols``
-            (e.g. :class:`~transformer_lite.language_model.DecoderOnlyTransformer` or
-            :class:`~transformer_lite.language_model.GRULanguageModel`); trained in place.
+            (e.g. :class:`~transformer_lite.models.decoder_only.DecoderOnlyTransformer` or
+            :class:`~transformer_lite.models.recurrent_lm.GRULanguageModel`); trained in place.
         lag, n_symbols, length: the task, as :func:`make_delayed_recall_batch`.
         steps, batch_size, lr: the budget: optimiser steps, sequences per step, Adam's learning rate.
         seed: seeds the training batches (the model's initialisation is the caller's).

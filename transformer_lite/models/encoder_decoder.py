@@ -25,28 +25,89 @@ from dataclasses import asdict, dataclass
 import torch
 from torch import Tensor, nn
 
-from .blocks import TransformerBlock
-from .decoder import DecoderBlock
-from .masks import padding_mask
-from .normalization import LayerNorm
-from .positional import SinusoidalPositionalEncoding, _check_positive_int
+from ..checks import check_positive_int, check_token_ids, eval_mode
+from ..nn.blocks import DecoderBlock, TransformerBlock
+from ..nn.masks import padding_mask
+from ..nn.normalization import LayerNorm
+from ..nn.positional import SinusoidalPositionalEncoding
 
-__all__ = ["TransformerEncoder", "TransformerDecoder", "EncoderDecoderConfig", "EncoderDecoderTransformer",
-           "greedy_decode"]
+__all__ = [
+    "TransformerEncoder",
+    "TransformerDecoder",
+    "EncoderDecoderConfig",
+    "EncoderDecoderTransformer",
+    "greedy_decode",
+]
 
 
-def _final_norm(d_model: int, eps: float, norm_first: bool, final_norm: bool | None) -> LayerNorm | None:
+def _final_norm(
+    d_model: int, eps: float, norm_first: bool, final_norm: bool | None
+) -> LayerNorm | None:
     use = norm_first if final_norm is None else final_norm
     return LayerNorm(d_model, eps=eps) if use else None
 
 
-class TransformerEncoder(nn.Module):
-    """A stack of ``n_layers`` :class:`~transformer_lite.blocks.TransformerBlock`, plus a final LayerNorm if pre-norm.
+class _Stack(nn.Module):
+    """``n_layers`` equal blocks and a final LayerNorm: what the encoder and the decoder stacks share."""
+
+    block: type[TransformerBlock] | type[DecoderBlock]  # the block class, set by each stack
+
+    def __init__(
+        self,
+        n_layers: int,
+        d_model: int,
+        n_heads: int,
+        d_ff: int,
+        dropout: float = 0.0,
+        activation: str = "relu",
+        norm_first: bool = False,
+        eps: float = 1e-5,
+        final_norm: bool | None = None,
+    ) -> None:
+        super().__init__()
+        check_positive_int(type(self).__name__, "n_layers", n_layers)
+        self.norm_first = norm_first
+        self.layers = nn.ModuleList(
+            self.block(d_model, n_heads, d_ff, dropout, activation, norm_first, eps)
+            for _ in range(n_layers)
+        )
+        self.norm = _final_norm(d_model, eps, norm_first, final_norm)
+
+    @classmethod
+    def _from_torch(cls, stack: nn.Module, expected: type) -> _Stack:
+        """Copy a torch stack (``nn.TransformerEncoder``/``nn.TransformerDecoder``) layer by layer."""
+        if not isinstance(stack, expected):
+            raise ValueError(
+                f"{cls.__name__}.from_torch: expected nn.{expected.__name__}, "
+                f"received {type(stack).__name__}"
+            )
+        blocks = [cls.block.from_torch(layer) for layer in stack.layers]
+        first = blocks[0]
+        ours = cls(
+            len(blocks),
+            first.self_attn.d_model,
+            first.self_attn.n_heads,
+            first.ff.d_ff,
+            dropout=first.dropout1.p,
+            activation=first.ff.activation,
+            norm_first=first.norm_first,
+            eps=first.norm1.eps,
+            final_norm=stack.norm is not None,
+        )
+        ours.layers = nn.ModuleList(blocks)
+        if stack.norm is not None:
+            ours.norm = LayerNorm.from_torch(stack.norm)
+        ref = stack.layers[0].linear1.weight
+        return ours.to(dtype=ref.dtype, device=ref.device)
+
+
+class TransformerEncoder(_Stack):
+    """A stack of ``n_layers`` :class:`~transformer_lite.nn.blocks.TransformerBlock`, plus a final LayerNorm if pre-norm.
 
     Args:
         n_layers: number of blocks N.
         d_model, n_heads, d_ff, dropout, activation, norm_first, eps: as
-            :class:`~transformer_lite.blocks.TransformerBlock` (every block alike).
+            :class:`~transformer_lite.nn.blocks.TransformerBlock` (every block alike).
         final_norm: whether a LayerNorm follows the last block. ``None``
             (default): only for a pre-norm stack (``norm_first=True``). ``True``
             always, as torch's ``nn.Transformer``; ``False`` never.
@@ -58,22 +119,15 @@ class TransformerEncoder(nn.Module):
         ValueError: if ``n_layers`` is not a positive int, or as ``TransformerBlock``.
     """
 
-    def __init__(self, n_layers: int, d_model: int, n_heads: int, d_ff: int, dropout: float = 0.0,
-                 activation: str = "relu", norm_first: bool = False, eps: float = 1e-5,
-                 final_norm: bool | None = None) -> None:
-        super().__init__()
-        _check_positive_int("TransformerEncoder", "n_layers", n_layers)
-        self.norm_first = norm_first
-        self.layers = nn.ModuleList(TransformerBlock(d_model, n_heads, d_ff, dropout, activation, norm_first, eps)
-                                    for _ in range(n_layers))
-        self.norm = _final_norm(d_model, eps, norm_first, final_norm)
+    block = TransformerBlock
 
-    def forward(self, x: Tensor, attn_mask: Tensor | None = None,
-                is_causal: bool = False) -> tuple[Tensor, list[Tensor]]:
+    def forward(
+        self, x: Tensor, attn_mask: Tensor | None = None, is_causal: bool = False
+    ) -> tuple[Tensor, tuple[Tensor, ...]]:
         """Run ``x`` of shape ``(B, L, d_model)`` through every block (same mask for all).
 
         Returns:
-            ``(y, weights)``: ``y`` ``(B, L, d_model)`` and a list of ``n_layers``
+            ``(y, weights)``: ``y`` ``(B, L, d_model)`` and a tuple of ``n_layers``
             self-attention weight tensors ``(B, H, L, L)``, first layer first.
 
         Raises:
@@ -85,10 +139,10 @@ class TransformerEncoder(nn.Module):
             weights.append(w)
         if self.norm is not None:
             x = self.norm(x)
-        return x, weights
+        return x, tuple(weights)
 
     @classmethod
-    def from_torch(cls, encoder: nn.TransformerEncoder) -> "TransformerEncoder":
+    def from_torch(cls, encoder: nn.TransformerEncoder) -> TransformerEncoder:
         """Build a :class:`TransformerEncoder` computing the same function as an ``nn.TransformerEncoder``.
 
         Each layer is copied with :meth:`TransformerBlock.from_torch`; the
@@ -101,28 +155,16 @@ class TransformerEncoder(nn.Module):
             ValueError: if ``encoder`` is not an ``nn.TransformerEncoder``, its norm
                 is not an ``nn.LayerNorm``, or as :meth:`TransformerBlock.from_torch`.
         """
-        if not isinstance(encoder, nn.TransformerEncoder):
-            raise ValueError(f"TransformerEncoder.from_torch: expected nn.TransformerEncoder, "
-                             f"received {type(encoder).__name__}")
-        blocks = [TransformerBlock.from_torch(layer) for layer in encoder.layers]
-        first = blocks[0]
-        ours = cls(len(blocks), first.self_attn.d_model, first.self_attn.n_heads, first.ff.d_ff,
-                   dropout=first.dropout1.p, activation=first.ff.activation, norm_first=first.norm_first,
-                   eps=first.norm1.eps, final_norm=encoder.norm is not None)
-        ours.layers = nn.ModuleList(blocks)
-        if encoder.norm is not None:
-            ours.norm = LayerNorm.from_torch(encoder.norm)
-        ref = encoder.layers[0].linear1.weight
-        return ours.to(dtype=ref.dtype, device=ref.device)
+        return cls._from_torch(encoder, nn.TransformerEncoder)
 
 
-class TransformerDecoder(nn.Module):
-    """A stack of ``n_layers`` :class:`~transformer_lite.decoder.DecoderBlock`, plus a final LayerNorm if pre-norm.
+class TransformerDecoder(_Stack):
+    """A stack of ``n_layers`` :class:`~transformer_lite.nn.blocks.DecoderBlock`, plus a final LayerNorm if pre-norm.
 
     Args:
         n_layers: number of blocks N.
         d_model, n_heads, d_ff, dropout, activation, norm_first, eps: as
-            :class:`~transformer_lite.decoder.DecoderBlock` (every block alike).
+            :class:`~transformer_lite.nn.blocks.DecoderBlock` (every block alike).
         final_norm: as :class:`TransformerEncoder` (``None``: only if pre-norm).
 
     Attributes:
@@ -132,59 +174,47 @@ class TransformerDecoder(nn.Module):
         ValueError: if ``n_layers`` is not a positive int, or as ``DecoderBlock``.
     """
 
-    def __init__(self, n_layers: int, d_model: int, n_heads: int, d_ff: int, dropout: float = 0.0,
-                 activation: str = "relu", norm_first: bool = False, eps: float = 1e-5,
-                 final_norm: bool | None = None) -> None:
-        super().__init__()
-        _check_positive_int("TransformerDecoder", "n_layers", n_layers)
-        self.norm_first = norm_first
-        self.layers = nn.ModuleList(DecoderBlock(d_model, n_heads, d_ff, dropout, activation, norm_first, eps)
-                                    for _ in range(n_layers))
-        self.norm = _final_norm(d_model, eps, norm_first, final_norm)
+    block = DecoderBlock
 
-    def forward(self, x: Tensor, memory: Tensor, attn_mask: Tensor | None = None, memory_mask: Tensor | None = None,
-                is_causal: bool = False) -> tuple[Tensor, list[Tensor], list[Tensor]]:
+    def forward(
+        self,
+        x: Tensor,
+        memory: Tensor,
+        attn_mask: Tensor | None = None,
+        memory_mask: Tensor | None = None,
+        is_causal: bool = False,
+    ) -> tuple[Tensor, tuple[Tensor, ...], tuple[Tensor, ...]]:
         """Run target states ``x`` ``(B, L, d_model)`` through every block, all attending to ``memory`` ``(B, S, D)``.
 
         Args: as :meth:`DecoderBlock.forward` (the same masks for every block).
 
         Returns:
             ``(y, self_weights, cross_weights)``: ``y`` ``(B, L, d_model)``, and two
-            lists of ``n_layers`` tensors, ``(B, H, L, L)`` and ``(B, H, L, S)``.
+            tuples of ``n_layers`` tensors, ``(B, H, L, L)`` and ``(B, H, L, S)``.
 
         Raises:
             ValueError: as :meth:`DecoderBlock.forward`.
         """
         self_weights, cross_weights = [], []
         for layer in self.layers:
-            x, sw, cw = layer(x, memory, attn_mask=attn_mask, memory_mask=memory_mask, is_causal=is_causal)
+            x, sw, cw = layer(
+                x, memory, attn_mask=attn_mask, memory_mask=memory_mask, is_causal=is_causal
+            )
             self_weights.append(sw)
             cross_weights.append(cw)
         if self.norm is not None:
             x = self.norm(x)
-        return x, self_weights, cross_weights
+        return x, tuple(self_weights), tuple(cross_weights)
 
     @classmethod
-    def from_torch(cls, decoder: nn.TransformerDecoder) -> "TransformerDecoder":
+    def from_torch(cls, decoder: nn.TransformerDecoder) -> TransformerDecoder:
         """Build a :class:`TransformerDecoder` computing the same function as an ``nn.TransformerDecoder``.
 
         Raises:
             ValueError: if ``decoder`` is not an ``nn.TransformerDecoder``, its norm
                 is not an ``nn.LayerNorm``, or as :meth:`DecoderBlock.from_torch`.
         """
-        if not isinstance(decoder, nn.TransformerDecoder):
-            raise ValueError(f"TransformerDecoder.from_torch: expected nn.TransformerDecoder, "
-                             f"received {type(decoder).__name__}")
-        blocks = [DecoderBlock.from_torch(layer) for layer in decoder.layers]
-        first = blocks[0]
-        ours = cls(len(blocks), first.d_model, first.self_attn.n_heads, first.ff.d_ff,
-                   dropout=first.dropout1.p, activation=first.ff.activation, norm_first=first.norm_first,
-                   eps=first.norm1.eps, final_norm=decoder.norm is not None)
-        ours.layers = nn.ModuleList(blocks)
-        if decoder.norm is not None:
-            ours.norm = LayerNorm.from_torch(decoder.norm)
-        ref = decoder.layers[0].linear1.weight
-        return ours.to(dtype=ref.dtype, device=ref.device)
+        return cls._from_torch(decoder, nn.TransformerDecoder)
 
 
 @dataclass(frozen=True)
@@ -207,21 +237,37 @@ class EncoderDecoderConfig:
     max_len: int = 512  # longest source or target sequence accepted (positions 0 .. max_len - 1)
     norm_first: bool = False  # False: post-norm, as in the paper; True: pre-norm
     activation: str = "relu"  # feed-forward nonlinearity: "relu" (paper) or "gelu" (exact)
-    final_norm: bool | None = None  # LayerNorm after each stack: None = if pre-norm; True = always (as nn.Transformer)
+    final_norm: bool | None = (
+        None  # LayerNorm after each stack: None = if pre-norm; True = always (as nn.Transformer)
+    )
     eps: float = 1e-5  # LayerNorm epsilon (nn.LayerNorm's default)
 
     def __post_init__(self) -> None:
-        for name in ("src_vocab_size", "tgt_vocab_size", "d_model", "n_heads", "n_encoder_layers",
-                     "n_decoder_layers", "d_ff", "max_len"):
-            _check_positive_int("EncoderDecoderConfig", name, getattr(self, name))
+        for name in (
+            "src_vocab_size",
+            "tgt_vocab_size",
+            "d_model",
+            "n_heads",
+            "n_encoder_layers",
+            "n_decoder_layers",
+            "d_ff",
+            "max_len",
+        ):
+            check_positive_int("EncoderDecoderConfig", name, getattr(self, name))
         if self.d_model % self.n_heads:
-            raise ValueError(f"EncoderDecoderConfig: d_model must be divisible by n_heads, received "
-                             f"d_model={self.d_model}, n_heads={self.n_heads}")
+            raise ValueError(
+                f"EncoderDecoderConfig: d_model must be divisible by n_heads, received "
+                f"d_model={self.d_model}, n_heads={self.n_heads}"
+            )
         if not 0.0 <= self.dropout < 1.0:
-            raise ValueError(f"EncoderDecoderConfig: expected 0 <= dropout < 1, received {self.dropout}")
+            raise ValueError(
+                f"EncoderDecoderConfig: expected 0 <= dropout < 1, received {self.dropout}"
+            )
         if self.activation not in ("relu", "gelu"):
-            raise ValueError("EncoderDecoderConfig: expected activation 'relu' or 'gelu', "
-                             f"received {self.activation!r}")
+            raise ValueError(
+                "EncoderDecoderConfig: expected activation 'relu' or 'gelu', "
+                f"received {self.activation!r}"
+            )
 
 
 class EncoderDecoderTransformer(nn.Module):
@@ -241,7 +287,7 @@ class EncoderDecoderTransformer(nn.Module):
     so that after the ``sqrt(d_model)`` scaling their entries have unit
     variance, the same order as the sinusoid's.
 
-    Padding masks follow :func:`~transformer_lite.masks.padding_mask`:
+    Padding masks follow :func:`~transformer_lite.nn.masks.padding_mask`:
     ``src_padding``/``tgt_padding`` are ``(B, len)`` bool (or 0/1) tensors with
     ``True`` = a real token, ``False`` = padding (the ``attention_mask`` of
     Hugging Face tokenizers; the opposite of torch's ``*_key_padding_mask``).
@@ -260,11 +306,21 @@ class EncoderDecoderTransformer(nn.Module):
     def __init__(self, config: EncoderDecoderConfig) -> None:
         super().__init__()
         if not isinstance(config, EncoderDecoderConfig):
-            raise ValueError(f"EncoderDecoderTransformer: expected an EncoderDecoderConfig, "
-                             f"received {type(config).__name__}")
+            raise ValueError(
+                f"EncoderDecoderTransformer: expected an EncoderDecoderConfig, "
+                f"received {type(config).__name__}"
+            )
         c = self.config = config
-        stack = dict(d_model=c.d_model, n_heads=c.n_heads, d_ff=c.d_ff, dropout=c.dropout, activation=c.activation,
-                     norm_first=c.norm_first, eps=c.eps, final_norm=c.final_norm)
+        stack = dict(
+            d_model=c.d_model,
+            n_heads=c.n_heads,
+            d_ff=c.d_ff,
+            dropout=c.dropout,
+            activation=c.activation,
+            norm_first=c.norm_first,
+            eps=c.eps,
+            final_norm=c.final_norm,
+        )
         self.src_embed = nn.Embedding(c.src_vocab_size, c.d_model)
         self.tgt_embed = nn.Embedding(c.tgt_vocab_size, c.d_model)
         self.pos = SinusoidalPositionalEncoding(c.d_model, c.max_len, dropout=c.dropout)
@@ -279,31 +335,26 @@ class EncoderDecoderTransformer(nn.Module):
                 if p.dim() > 1:
                     nn.init.xavier_uniform_(p)
         for emb in (self.src_embed, self.tgt_embed):
-            nn.init.normal_(emb.weight, std=self.config.d_model ** -0.5)
-
-    def _check_ids(self, name: str, ids: Tensor, vocab_size: int) -> None:
-        if not isinstance(ids, Tensor) or ids.dim() != 2 or ids.is_floating_point() or ids.dtype == torch.bool:
-            shape = tuple(ids.shape) if isinstance(ids, Tensor) else type(ids).__name__
-            raise ValueError(f"EncoderDecoderTransformer: expected {name} as an integer tensor of shape (B, len), "
-                             f"received {shape}" + (f" of dtype {ids.dtype}" if isinstance(ids, Tensor) else ""))
-        if ids.numel() and (ids.min() < 0 or ids.max() >= vocab_size):
-            raise ValueError(f"EncoderDecoderTransformer: expected {name} in 0..{vocab_size - 1}, "
-                             f"received values {int(ids.min())}..{int(ids.max())}")
+            nn.init.normal_(emb.weight, std=self.config.d_model**-0.5)
 
     def _padding(self, name: str, valid: Tensor | None, ids: Tensor) -> Tensor | None:
         if valid is None:
             return None
         if not isinstance(valid, Tensor) or valid.shape != ids.shape:
             shape = tuple(valid.shape) if isinstance(valid, Tensor) else type(valid).__name__
-            raise ValueError(f"EncoderDecoderTransformer: expected {name} of shape {tuple(ids.shape)} "
-                             f"(like the ids; True = real token), received {shape}")
+            raise ValueError(
+                f"EncoderDecoderTransformer: expected {name} of shape {tuple(ids.shape)} "
+                f"(like the ids; True = real token), received {shape}"
+            )
         return padding_mask(valid)  # (B, 1, 1, len)
 
     def _embed(self, ids: Tensor, table: nn.Embedding, offset: int = 0) -> Tensor:
         x = table(ids) * math.sqrt(self.config.d_model)  # (B, len, D), Vaswani et al. Sec. 3.4
         return self.pos(x, offset=offset)  # + PE, then dropout
 
-    def encode(self, src_ids: Tensor, src_padding: Tensor | None = None) -> tuple[Tensor, list[Tensor]]:
+    def encode(
+        self, src_ids: Tensor, src_padding: Tensor | None = None
+    ) -> tuple[Tensor, tuple[Tensor, ...]]:
         """Encode the source.
 
         Args:
@@ -311,19 +362,24 @@ class EncoderDecoderTransformer(nn.Module):
             src_padding: optional ``(B, S)`` bool/0-1, ``True`` = real token.
 
         Returns:
-            ``(memory, weights)``: ``memory`` ``(B, S, d_model)`` and the list of
+            ``(memory, weights)``: ``memory`` ``(B, S, d_model)`` and the tuple of
             per-layer encoder self-attention weights ``(B, H, S, S)``.
 
         Raises:
             ValueError: for ids that are not ``(B, S)`` integers in the vocabulary,
                 a padding marker of another shape, or ``S > max_len``.
         """
-        self._check_ids("src_ids", src_ids, self.config.src_vocab_size)
+        check_token_ids("EncoderDecoderTransformer", "src_ids", src_ids, self.config.src_vocab_size)
         src_mask = self._padding("src_padding", src_padding, src_ids)
         return self.encoder(self._embed(src_ids, self.src_embed), attn_mask=src_mask)
 
-    def decode(self, tgt_ids: Tensor, memory: Tensor, src_padding: Tensor | None = None,
-               tgt_padding: Tensor | None = None) -> tuple[Tensor, list[Tensor], list[Tensor]]:
+    def decode(
+        self,
+        tgt_ids: Tensor,
+        memory: Tensor,
+        src_padding: Tensor | None = None,
+        tgt_padding: Tensor | None = None,
+    ) -> tuple[Tensor, tuple[Tensor, ...], tuple[Tensor, ...]]:
         """Decode the target prefix ``tgt_ids`` against ``memory`` (causal self-attention).
 
         Args:
@@ -342,19 +398,34 @@ class EncoderDecoderTransformer(nn.Module):
             ValueError: for ids or padding markers of the wrong shape or range,
                 ``L > max_len``, or a ``memory`` that does not fit.
         """
-        self._check_ids("tgt_ids", tgt_ids, self.config.tgt_vocab_size)
-        if src_padding is not None and (not isinstance(memory, Tensor) or memory.dim() != 3
-                                        or tuple(src_padding.shape) != tuple(memory.shape[:2])):
-            raise ValueError(f"EncoderDecoderTransformer.decode: expected src_padding of shape (B, S) matching memory "
-                             f"(B, S, D) = {tuple(getattr(memory, 'shape', ()))}, received {tuple(src_padding.shape)}")
+        check_token_ids("EncoderDecoderTransformer", "tgt_ids", tgt_ids, self.config.tgt_vocab_size)
+        if src_padding is not None and (
+            not isinstance(memory, Tensor)
+            or memory.dim() != 3
+            or tuple(src_padding.shape) != tuple(memory.shape[:2])
+        ):
+            raise ValueError(
+                f"EncoderDecoderTransformer.decode: expected src_padding of shape (B, S) matching memory "
+                f"(B, S, D) = {tuple(getattr(memory, 'shape', ()))}, received {tuple(src_padding.shape)}"
+            )
         memory_mask = padding_mask(src_padding) if src_padding is not None else None  # (B, 1, 1, S)
         tgt_mask = self._padding("tgt_padding", tgt_padding, tgt_ids)
-        h, self_weights, cross_weights = self.decoder(self._embed(tgt_ids, self.tgt_embed), memory,
-                                                      attn_mask=tgt_mask, memory_mask=memory_mask, is_causal=True)
+        h, self_weights, cross_weights = self.decoder(
+            self._embed(tgt_ids, self.tgt_embed),
+            memory,
+            attn_mask=tgt_mask,
+            memory_mask=memory_mask,
+            is_causal=True,
+        )
         return self.out_proj(h), self_weights, cross_weights  # (B, L, V_tgt)
 
-    def forward(self, src_ids: Tensor, tgt_ids: Tensor, src_padding: Tensor | None = None,
-                tgt_padding: Tensor | None = None) -> Tensor:
+    def forward(
+        self,
+        src_ids: Tensor,
+        tgt_ids: Tensor,
+        src_padding: Tensor | None = None,
+        tgt_padding: Tensor | None = None,
+    ) -> Tensor:
         """Logits for every target position (teacher forcing).
 
         Args:
@@ -369,17 +440,28 @@ class EncoderDecoderTransformer(nn.Module):
         Raises:
             ValueError: as :meth:`encode` and :meth:`decode`, or if the batch sizes differ.
         """
-        if isinstance(src_ids, Tensor) and isinstance(tgt_ids, Tensor) and src_ids.dim() == tgt_ids.dim() == 2 \
-                and src_ids.shape[0] != tgt_ids.shape[0]:
-            raise ValueError(f"EncoderDecoderTransformer: expected src_ids and tgt_ids with one batch size, received "
-                             f"{tuple(src_ids.shape)} and {tuple(tgt_ids.shape)}")
+        if (
+            isinstance(src_ids, Tensor)
+            and isinstance(tgt_ids, Tensor)
+            and src_ids.dim() == tgt_ids.dim() == 2
+            and src_ids.shape[0] != tgt_ids.shape[0]
+        ):
+            raise ValueError(
+                f"EncoderDecoderTransformer: expected src_ids and tgt_ids with one batch size, received "
+                f"{tuple(src_ids.shape)} and {tuple(tgt_ids.shape)}"
+            )
         memory, _ = self.encode(src_ids, src_padding)
         logits, _, _ = self.decode(tgt_ids, memory, src_padding, tgt_padding)
         return logits
 
     @classmethod
-    def from_torch(cls, transformer: nn.Transformer, src_vocab_size: int, tgt_vocab_size: int,
-                   max_len: int = 512) -> "EncoderDecoderTransformer":
+    def from_torch(
+        cls,
+        transformer: nn.Transformer,
+        src_vocab_size: int,
+        tgt_vocab_size: int,
+        max_len: int = 512,
+    ) -> EncoderDecoderTransformer:
         """Build a model whose two stacks are copies of a ``torch.nn.Transformer``'s.
 
         ``nn.Transformer`` holds only the stacks (it takes embeddings in and
@@ -399,21 +481,34 @@ class EncoderDecoderTransformer(nn.Module):
                 final norms are both present or both absent, or as the stacks' ``from_torch``.
         """
         if not isinstance(transformer, nn.Transformer):
-            raise ValueError(f"EncoderDecoderTransformer.from_torch: expected nn.Transformer, "
-                             f"received {type(transformer).__name__}")
+            raise ValueError(
+                f"EncoderDecoderTransformer.from_torch: expected nn.Transformer, "
+                f"received {type(transformer).__name__}"
+            )
         encoder = TransformerEncoder.from_torch(transformer.encoder)
         decoder = TransformerDecoder.from_torch(transformer.decoder)
         if (encoder.norm is None) != (decoder.norm is None):
-            raise ValueError("EncoderDecoderTransformer.from_torch: expected final norms on both stacks or on neither, "
-                             f"received encoder norm {transformer.encoder.norm!r}, "
-                             f"decoder norm {transformer.decoder.norm!r}")
+            raise ValueError(
+                "EncoderDecoderTransformer.from_torch: expected final norms on both stacks or on neither, "
+                f"received encoder norm {transformer.encoder.norm!r}, "
+                f"decoder norm {transformer.decoder.norm!r}"
+            )
         first = encoder.layers[0]
         config = EncoderDecoderConfig(
-            src_vocab_size=src_vocab_size, tgt_vocab_size=tgt_vocab_size, d_model=first.self_attn.d_model,
-            n_heads=first.self_attn.n_heads, n_encoder_layers=len(encoder.layers),
-            n_decoder_layers=len(decoder.layers), d_ff=first.ff.d_ff, dropout=first.dropout1.p, max_len=max_len,
-            norm_first=first.norm_first, activation=first.ff.activation, final_norm=encoder.norm is not None,
-            eps=first.norm1.eps)
+            src_vocab_size=src_vocab_size,
+            tgt_vocab_size=tgt_vocab_size,
+            d_model=first.self_attn.d_model,
+            n_heads=first.self_attn.n_heads,
+            n_encoder_layers=len(encoder.layers),
+            n_decoder_layers=len(decoder.layers),
+            d_ff=first.ff.d_ff,
+            dropout=first.dropout1.p,
+            max_len=max_len,
+            norm_first=first.norm_first,
+            activation=first.ff.activation,
+            final_norm=encoder.norm is not None,
+            eps=first.norm1.eps,
+        )
         ref = transformer.encoder.layers[0].linear1.weight
         model = cls(config).to(dtype=ref.dtype, device=ref.device)
         model.encoder, model.decoder = encoder, decoder
@@ -423,8 +518,14 @@ class EncoderDecoderTransformer(nn.Module):
         return ", ".join(f"{k}={v}" for k, v in asdict(self.config).items())
 
 
-def greedy_decode(model: EncoderDecoderTransformer, src_ids: Tensor, max_len: int, bos_id: int, eos_id: int,
-                  src_padding: Tensor | None = None) -> Tensor:
+def greedy_decode(
+    model: EncoderDecoderTransformer,
+    src_ids: Tensor,
+    max_len: int,
+    bos_id: int,
+    eos_id: int,
+    src_padding: Tensor | None = None,
+) -> Tensor:
     """Translate ``src_ids`` by picking the most probable next token, one step at a time.
 
     Source: the standard greedy search (Vaswani et al. use beam search, Sec. 6.1;
@@ -453,30 +554,36 @@ def greedy_decode(model: EncoderDecoderTransformer, src_ids: Tensor, max_len: in
             outside the target vocabulary, or as :meth:`EncoderDecoderTransformer.encode`.
     """
     if not isinstance(model, EncoderDecoderTransformer):
-        raise ValueError(f"greedy_decode: expected an EncoderDecoderTransformer, received {type(model).__name__}")
-    _check_positive_int("greedy_decode", "max_len", max_len)
+        raise ValueError(
+            f"greedy_decode: expected an EncoderDecoderTransformer, received {type(model).__name__}"
+        )
+    check_positive_int("greedy_decode", "max_len", max_len)
     if max_len + 1 > model.config.max_len:
-        raise ValueError(f"greedy_decode: BOS + max_len={max_len} tokens need {max_len + 1} positions, but the model "
-                         f"accepts max_len={model.config.max_len}")
+        raise ValueError(
+            f"greedy_decode: BOS + max_len={max_len} tokens need {max_len + 1} positions, but the model "
+            f"accepts max_len={model.config.max_len}"
+        )
     for name, tok in (("bos_id", bos_id), ("eos_id", eos_id)):
-        if isinstance(tok, bool) or not isinstance(tok, int) or not 0 <= tok < model.config.tgt_vocab_size:
-            raise ValueError(f"greedy_decode: expected {name} in 0..{model.config.tgt_vocab_size - 1}, "
-                             f"received {tok!r}")
-    was_training = model.training
-    model.eval()
-    try:
-        with torch.no_grad():
-            memory, _ = model.encode(src_ids, src_padding)
-            out = torch.full((src_ids.shape[0], 1), bos_id, dtype=torch.long, device=src_ids.device)  # (B, 1)
-            done = torch.zeros(src_ids.shape[0], dtype=torch.bool, device=src_ids.device)  # (B,)
-            for _ in range(max_len):
-                logits, _, _ = model.decode(out, memory, src_padding)  # (B, t, V)
-                nxt = logits[:, -1].argmax(dim=-1)  # (B,)
-                nxt = torch.where(done, torch.full_like(nxt, eos_id), nxt)
-                out = torch.cat([out, nxt[:, None]], dim=1)  # (B, t + 1)
-                done = done | (nxt == eos_id)
-                if bool(done.all()):
-                    break
-    finally:
-        model.train(was_training)
+        if (
+            isinstance(tok, bool)
+            or not isinstance(tok, int)
+            or not 0 <= tok < model.config.tgt_vocab_size
+        ):
+            raise ValueError(
+                f"greedy_decode: expected {name} in 0..{model.config.tgt_vocab_size - 1}, "
+                f"received {tok!r}"
+            )
+    with eval_mode(model), torch.no_grad():
+        memory, _ = model.encode(src_ids, src_padding)
+        # (B, 1)
+        out = torch.full((src_ids.shape[0], 1), bos_id, dtype=torch.long, device=src_ids.device)
+        done = torch.zeros(src_ids.shape[0], dtype=torch.bool, device=src_ids.device)  # (B,)
+        for _ in range(max_len):
+            logits, _, _ = model.decode(out, memory, src_padding)  # (B, t, V)
+            nxt = logits[:, -1].argmax(dim=-1)  # (B,)
+            nxt = torch.where(done, torch.full_like(nxt, eos_id), nxt)
+            out = torch.cat([out, nxt[:, None]], dim=1)  # (B, t + 1)
+            done = done | (nxt == eos_id)
+            if bool(done.all()):
+                break
     return out

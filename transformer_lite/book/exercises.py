@@ -21,8 +21,8 @@ from collections.abc import Callable
 import torch
 from torch import Tensor
 
-from .attention import scaled_dot_product_attention
-from .masks import causal_mask
+from ..nn.attention import scaled_dot_product_attention
+from ..nn.masks import causal_mask
 
 __all__ = [
     "check_scaled_dot_product_attention", "check_causal_mask", "check_layer_norm",
@@ -182,7 +182,7 @@ def check_scaled_dot_product_attention(fn: Callable) -> None:
     ``(L, S)`` tensor with ``True`` = may attend. Expected: ``output (..., L, d_v)`` and
     ``weights (..., L, S)`` equal to softmax(Q K^T / sqrt(d_k)) V (Vaswani et al., 2017, Eq. 1). The last
     case has a query whose keys are all masked: it must get zero weights and a zero output (not NaN), as
-    :func:`~transformer_lite.attention.scaled_dot_product_attention` gives.
+    :func:`~transformer_lite.nn.attention.scaled_dot_product_attention` gives.
 
     Raises:
         AssertionError: naming the likely mistake.
@@ -472,7 +472,7 @@ def check_rotary(fn: Callable) -> None:
             wrong direction, positions off by one, positions argument ignored, exponent j/d instead of
             2j/d, no rotation at all).
     """
-    from .positional import apply_rotary
+    from ..nn.positional import apply_rotary
 
     g = _gen(17)
     # The first case has several rows and starts at 7, so "positions ignored" (rows at 0..L-1) and "no
@@ -535,7 +535,7 @@ def _pre_norm_variant(block, x, mistake=None):
 
 @_checker("check_pre_norm_block")
 def check_pre_norm_block(fn: Callable) -> None:
-    """Check ``fn(block, x) -> y``: the pre-norm forward pass of a :class:`~transformer_lite.blocks.TransformerBlock`.
+    """Check ``fn(block, x) -> y``: the pre-norm forward pass of a :class:`~transformer_lite.nn.blocks.TransformerBlock`.
 
     ``y = h + ff(norm2(h))`` with ``h = x + self_attn(norm1(x))`` (Xiong et al., 2020), using the block's own
     submodules (``block.self_attn(q, k, v)`` returns ``(output, weights)``); ``x`` and ``y`` are ``(B, L, D)``.
@@ -544,7 +544,7 @@ def check_pre_norm_block(fn: Callable) -> None:
         AssertionError: naming the likely mistake (post-norm order, one norm for both sublayers, a missing
             residual, a residual taken after the norm, keys/values not normalized).
     """
-    from .blocks import TransformerBlock
+    from ..nn.blocks import TransformerBlock
 
     g = _gen(21)
     for B, L, D, H in [(2, 5, 8, 2), (1, 1, 6, 3), (3, 4, 12, 4)]:
@@ -645,7 +645,7 @@ def check_rnn_step_jacobian(fn: Callable) -> None:
     ``weight_hh`` is ``(H, H)`` (the ``W_hh`` of ``a_t = W_ih x_t + W_hh h_{t-1} + b``) and ``h`` is
     ``(B, H)``, the *new* state ``h_t = tanh(a_t)``. Expected ``J`` of shape ``(B, H, H)`` with
     ``J[b, i, j] = d h_t[b, i] / d h_{t-1}[b, j] = (1 - h_t[b, i]**2) * W_hh[i, j]``, i.e.
-    ``diag(1 - h_t**2) W_hh`` (:func:`transformer_lite.jacobians.rnn_step_jacobians`; Pascanu et al.,
+    ``diag(1 - h_t**2) W_hh`` (:func:`transformer_lite.book.jacobians.rnn_step_jacobians`; Pascanu et al.,
     2013, Eq. 5). Cases include ``H = 1``, odd ``H`` and ``B = 1``; ``W_hh`` is never symmetric.
 
     Raises:
@@ -853,7 +853,7 @@ def check_temperature_top_k(fn: Callable) -> None:
     (all tokens). Expected ``(B, V)``: ``softmax(logits / temperature)`` restricted to the ``top_k`` largest
     logits of each row, the other entries exactly 0, renormalised so that each row sums to 1 (the softmax
     with a temperature: Hinton, Vinyals & Dean, 2015, Eq. 1; temperature sampling of text: Holtzman et al.,
-    2020; top-k sampling: Fan et al., 2018). :func:`transformer_lite.language_model.sample_next_token` draws
+    2020; top-k sampling: Fan et al., 2018). :func:`transformer_lite.models.decoder_only.sample_next_token` draws
     from this distribution. The logits are continuous random numbers, so no two are tied; the cases cover temperatures
     0.5, 1 and 2 and ``top_k`` None, 1, 3 and V.
 

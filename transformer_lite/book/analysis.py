@@ -12,7 +12,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
-from .attention import MultiHeadAttention
+from ..nn.attention import MultiHeadAttention
 
 __all__ = ["offset_score", "previous_token_score", "key_score", "transformed_values", "norm_shares",
            "attention_value_norms"]
@@ -73,7 +73,7 @@ def key_score(weights: Tensor, key_index: int) -> Tensor:
 def transformed_values(attention: MultiHeadAttention, value: Tensor) -> Tensor:
     """What each key position hands to each head's part of the output: ``f_h(x_j) = (x_j W^V_h + b^V_h) W^O_h``.
 
-    A :class:`~transformer_lite.attention.MultiHeadAttention` computes, for query ``i``,
+    A :class:`~transformer_lite.nn.attention.MultiHeadAttention` computes, for query ``i``,
     ``y_i = sum_h sum_j a^h_ij f_h(x_j) + b^O``, where ``W^V_h`` (``D x d_head``) and
     ``b^V_h`` are head ``h``'s columns of the value projection and ``W^O_h``
     (``d_head x D``) its rows of the output projection (Kobayashi et al., 2020, Eq. 4,
@@ -141,7 +141,7 @@ def norm_shares(weights: Tensor, norms: Tensor) -> Tensor:
 def attention_value_norms(model: nn.Module, *args, **kwargs) -> tuple[list[Tensor], list[Tensor]]:
     """Run ``model(*args, **kwargs)`` once and read, for every attention module in it, its weights and value norms.
 
-    Forward hooks on each :class:`~transformer_lite.attention.MultiHeadAttention` inside
+    Forward hooks on each :class:`~transformer_lite.nn.attention.MultiHeadAttention` inside
     ``model`` record the weights it returns and ``||f_h(x_j)||`` (see
     :func:`transformed_values`) of the ``value`` tensor it received, so the lengths belong
     to exactly the vectors that the weights multiply (after the LayerNorm in a pre-norm

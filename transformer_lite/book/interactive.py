@@ -1,6 +1,6 @@
 """Interactive figures that work in the static book, with no kernel and no network.
 
-The ipywidgets explorers of :mod:`transformer_lite.explorers` need a running
+The ipywidgets explorers of :mod:`transformer_lite.book.explorers` need a running
 Python kernel. The figures here are plotly figures whose every state (each
 layer, each number of keys, each mask variant) is computed when the notebook
 runs and stored in the page; sliders and menus only switch between stored
@@ -18,13 +18,6 @@ import torch
 from torch import Tensor
 
 __all__ = ["attention_layers_figure", "mask_alignment_figure", "mask_variants_figure", "show"]
-
-# Serialize with the standard library's json, not orjson: plotly picks orjson whenever it is
-# importable, and the two write floats and non-ASCII characters differently, which would make
-# the stored notebook outputs depend on what else happens to be installed.
-import plotly.io as _pio  # noqa: E402
-
-_pio.json.config.default_engine = "json"
 
 _MASK_COLORSCALE = [[0.0, "#00224e"], [0.5, "#00224e"], [0.5, "#fee838"], [1.0, "#fee838"]]  # cividis ends
 _DECIMALS = 4  # stored weights are rounded: smaller pages, and outputs that compare exactly across runs
@@ -110,7 +103,7 @@ def mask_alignment_figure(L: int = 3, S_values: Sequence[int] = (3, 4, 5, 6, 7, 
     Raises:
         ValueError: if ``L < 1`` or some ``S < 1``.
     """
-    from .masks import causal_mask
+    from ..nn.masks import causal_mask
 
     go, make_subplots = _plotly()
     if L < 1 or min(S_values) < 1:
@@ -155,7 +148,7 @@ def mask_variants_figure(tokens: Sequence[str], n_real: int):
     Raises:
         ValueError: if ``n_real`` is not in ``1 .. len(tokens)``.
     """
-    from .masks import causal_mask
+    from ..nn.masks import causal_mask
 
     go, _ = _plotly()
     L = len(tokens)
@@ -208,8 +201,17 @@ def show(fig, div_id: str, alt: str) -> None:
         raise ValueError("show: expected a non-empty alt text describing the figure")
     import html as html_lib
 
-    html = fig.to_html(full_html=False, include_plotlyjs=False, div_id=div_id,
-                       config={"displaylogo": False, "responsive": True})
+    import plotly.io as pio
+
+    # Serialize with the standard library's json, not orjson: plotly picks orjson whenever it is
+    # importable, and the two write floats and non-ASCII characters differently, which would make
+    # the stored notebook outputs depend on what else happens to be installed. Set for this call only.
+    engine, pio.json.config.default_engine = pio.json.config.default_engine, "json"
+    try:
+        html = fig.to_html(full_html=False, include_plotlyjs=False, div_id=div_id,
+                           config={"displaylogo": False, "responsive": True})
+    finally:
+        pio.json.config.default_engine = engine
     html = f'<div role="figure" aria-label="{html_lib.escape(alt, quote=True)}">{html}</div>'
     display({"application/vnd.plotly.v1+json": fig.to_plotly_json(), "text/html": html}, raw=True)
 
@@ -269,7 +271,7 @@ def positional_offset_figure(d_model: int = 64, max_offset: int = 64, n_pairs_sh
         ValueError: if ``d_model`` is not even and ``>= 2``, ``max_offset < 1``, or ``n_pairs_shown``
             is not in ``1 .. d_model // 2``.
     """
-    from .positional import sinusoidal_positional_encoding
+    from ..nn.positional import sinusoidal_positional_encoding
 
     go, make_subplots = _plotly()
     if isinstance(d_model, bool) or not isinstance(d_model, int) or d_model < 2 or d_model % 2:
@@ -449,12 +451,12 @@ def rnn_lag_profile(spectral_radius: float, input_scale: float = 0.01, hidden_si
                     nonlinearity: str = "tanh", seed: int = 0) -> tuple[Tensor, Tensor, float]:
     """``||dh_T/dh_{T-k}||_2`` against the lag ``k`` for an Elman RNN with a chosen spectral radius.
 
-    The set-up of chapter 6: an :class:`~transformer_lite.recurrent.RNN` in float64 with
+    The set-up of chapter 6: an :class:`~transformer_lite.nn.recurrent.RNN` in float64 with
     ``W_hh = spectral_radius * Q`` (``Q`` a random orthogonal matrix, from
-    :func:`~transformer_lite.jacobians.recurrent_weight`), ``W_ih = I``, zero biases, ``h_0 = 0``, and
+    :func:`~transformer_lite.book.jacobians.recurrent_weight`), ``W_ih = I``, zero biases, ``h_0 = 0``, and
     inputs ``x_t = input_scale * z_t`` with ``z_t`` standard normal; the norms come from
-    :func:`~transformer_lite.jacobians.rnn_step_jacobians` and
-    :func:`~transformer_lite.jacobians.gradient_norm_vs_lag` with ``T = length`` (Pascanu et al., 2013, Eq. 5).
+    :func:`~transformer_lite.book.jacobians.rnn_step_jacobians` and
+    :func:`~transformer_lite.book.jacobians.gradient_norm_vs_lag` with ``T = length`` (Pascanu et al., 2013, Eq. 5).
     Small inputs keep tanh near its linear regime (norm close to ``radius**k``); large inputs saturate it.
 
     Args:
@@ -471,11 +473,11 @@ def rnn_lag_profile(spectral_radius: float, input_scale: float = 0.01, hidden_si
         linear; near 0, saturated tanh or mostly inactive relu).
 
     Raises:
-        ValueError: from :class:`~transformer_lite.recurrent.RNN` or
-            :func:`~transformer_lite.jacobians.recurrent_weight` (bad sizes, radius or nonlinearity).
+        ValueError: from :class:`~transformer_lite.nn.recurrent.RNN` or
+            :func:`~transformer_lite.book.jacobians.recurrent_weight` (bad sizes, radius or nonlinearity).
     """
     from .jacobians import gradient_norm_vs_lag, recurrent_weight, rnn_step_jacobians
-    from .recurrent import RNN
+    from ..nn.recurrent import RNN
 
     rnn = RNN(hidden_size, hidden_size, nonlinearity=nonlinearity).double()
     with torch.no_grad():
@@ -564,7 +566,7 @@ def attention_cost_figure(results: dict):
     Reads the dictionary that ``benchmarks/bench_attention.py`` writes to ``results.json`` (numbers measured
     once, checked in; nothing is timed when the figure is built). Left: bytes of the ``B x H x L x L``
     float32 score matrix and the measured peak allocations of our direct attention, our tiled
-    :func:`~transformer_lite.efficient_attention.memory_efficient_attention` and torch's fused kernel (MiB).
+    :func:`~transformer_lite.nn.efficient_attention.memory_efficient_attention` and torch's fused kernel (MiB).
     Right: their median times (ms). Both on logarithmic y axes, so the ranges stay visible; the bar labels
     give the values.
 
@@ -656,7 +658,7 @@ def next_token_temperature_figure(logits: Tensor, labels: Sequence[str],
     Each state draws ``softmax(logits / T)`` (Hinton, Vinyals & Dean, 2015, Eq. 1) for the ``top_n`` tokens
     with the largest logits, always in the same order (by logit, descending; ties keep the lower id first).
     ``T = 0`` is greedy decoding: all the mass on the arg-max (the lowest id among tied maxima, as
-    :func:`~transformer_lite.language_model.sample_next_token`). An annotation gives, for the full
+    :func:`~transformer_lite.models.decoder_only.sample_next_token`). An annotation gives, for the full
     distribution over all ``V`` tokens, its entropy ``-sum_i p_i ln p_i`` in nats and the total probability
     of the tokens outside the ``top_n`` shown. Probabilities are computed in float64 and stored rounded to
     4 decimals. One trace (the bars, index 0); each slider step is a plotly ``update`` that sets its ``y``

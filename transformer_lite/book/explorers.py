@@ -7,7 +7,7 @@ from __future__ import annotations
 import matplotlib.pyplot as plt
 import torch
 
-from .masks import causal_mask, padding_mask
+from ..nn.masks import causal_mask, padding_mask
 from .viz import plot_attention, plot_mask
 
 __all__ = ["attention_explorer", "mask_explorer"]
@@ -78,7 +78,7 @@ def positional_explorer(max_position: int = 128):
     and the dot product PE[p] . PE[p + k] over all offsets (the same curve for every p).
 
     Source of the encoding: Vaswani et al. (2017), Sec. 3.5
-    (:func:`~transformer_lite.positional.sinusoidal_positional_encoding`).
+    (:func:`~transformer_lite.nn.positional.sinusoidal_positional_encoding`).
 
     Args:
         max_position: the largest position the sliders reach (p + k is capped there).
@@ -88,7 +88,7 @@ def positional_explorer(max_position: int = 128):
     """
     import ipywidgets as w
 
-    from .positional import sinusoidal_positional_encoding
+    from ..nn.positional import sinusoidal_positional_encoding
 
     def show(d_model: int, p: int, k: int) -> None:
         q = min(max(p + k, 0), max_position)  # the second position, kept on the table
@@ -124,9 +124,9 @@ __all__ += ["positional_explorer"]
 def gradient_norm_explorer(vocab_size: int = 6, seq_len: int = 8):
     """Choose a depth, a width and a seed; see the gradient norm of every layer, post-norm against pre-norm.
 
-    Both stacks hold the same weights (:func:`~transformer_lite.depth.with_norm_first`); the loss is the
-    cross-entropy of an untrained :class:`~transformer_lite.depth.EncoderTagger` on one batch of the
-    histogram task (:func:`~transformer_lite.toy_tasks.make_histogram_batch`).
+    Both stacks hold the same weights (:func:`~transformer_lite.book.depth.with_norm_first`); the loss is the
+    cross-entropy of an untrained :class:`~transformer_lite.book.depth.EncoderTagger` on one batch of the
+    histogram task (:func:`~transformer_lite.training.toy_tasks.make_histogram_batch`).
 
     Returns:
         An ``ipywidgets`` widget.
@@ -134,7 +134,7 @@ def gradient_norm_explorer(vocab_size: int = 6, seq_len: int = 8):
     import ipywidgets as w
 
     from .depth import EncoderTagger, layer_gradient_norms, with_norm_first
-    from .toy_tasks import make_histogram_batch
+    from ..training.toy_tasks import make_histogram_batch
 
     def show(n_layers: int, d_model: int, seed: int) -> None:
         ids, counts = make_histogram_batch(64, seq_len, vocab_size, generator=torch.Generator().manual_seed(seed))
@@ -165,7 +165,7 @@ def reversal_explorer(model, text: str = "abcdefg", layer: int = -1):
 
     Args:
         model: an :class:`~transformer_lite.models.EncoderDecoderTransformer` trained on
-            :func:`~transformer_lite.toy_tasks.make_reversal_batch` (ten symbols).
+            :func:`~transformer_lite.training.toy_tasks.make_reversal_batch` (ten symbols).
         text: the initial sequence.
         layer: initial decoder layer whose cross-attention is shown (averaged over heads).
 
@@ -174,8 +174,8 @@ def reversal_explorer(model, text: str = "abcdefg", layer: int = -1):
     """
     import ipywidgets as w
 
-    from .models import greedy_decode
-    from .toy_tasks import BOS, EOS, ids_to_symbols, symbols_to_ids
+    from ..models.encoder_decoder import greedy_decode
+    from ..training.toy_tasks import BOS, EOS, ids_to_symbols, symbols_to_ids
 
     n_layers = model.config.n_decoder_layers
     max_src = model.config.max_len - 2
@@ -214,7 +214,7 @@ def rnn_gradient_explorer(hidden_size: int = 64):
     """Choose the spectral radius of ``W_hh``, the nonlinearity, the input scale and the lag.
 
     Draws ``||dh_T/dh_{T-k}||`` against the lag ``k`` (log scale) for an Elman RNN built by
-    :func:`~transformer_lite.interactive.rnn_lag_profile`, with ``radius**k`` for comparison, and prints
+    :func:`~transformer_lite.book.interactive.rnn_lag_profile`, with ``radius**k`` for comparison, and prints
     the mean derivative of the nonlinearity (1 = linear regime).
 
     Returns:
@@ -253,17 +253,17 @@ __all__ += ["rnn_gradient_explorer"]
 def generation_explorer(model, vocab, prompt: str = "ROMEO\n"):
     """Type a prompt, choose temperature, top-k, length and seed; read the characters the model writes next.
 
-    Sampling as in :func:`~transformer_lite.language_model.sample_next_token`: temperature 0 is greedy
+    Sampling as in :func:`~transformer_lite.models.decoder_only.sample_next_token`: temperature 0 is greedy
     decoding, otherwise softmax(logits / T) restricted to the ``top_k`` most likely characters (0 = all).
-    A :class:`~transformer_lite.language_model.DecoderOnlyTransformer` uses its key/value cache while the
+    A :class:`~transformer_lite.models.decoder_only.DecoderOnlyTransformer` uses its key/value cache while the
     prompt plus the new characters fit in ``model.config.max_len`` positions, and otherwise generates without
     the cache, which slides a window of the last ``max_len`` characters. The draws use a
     ``torch.Generator`` seeded with ``seed``, so the same settings give the same text.
 
     Args:
-        model: a :class:`~transformer_lite.language_model.DecoderOnlyTransformer` or
-            :class:`~transformer_lite.language_model.GRULanguageModel` over ``vocab``'s ids.
-        vocab: a :class:`~transformer_lite.data.CharVocab` (``encode(str) -> (N,) int64``, ``decode(ids) -> str``).
+        model: a :class:`~transformer_lite.models.decoder_only.DecoderOnlyTransformer` or
+            :class:`~transformer_lite.models.recurrent_lm.GRULanguageModel` over ``vocab``'s ids.
+        vocab: a :class:`~transformer_lite.training.data.CharVocab` (``encode(str) -> (N,) int64``, ``decode(ids) -> str``).
         prompt: the initial prompt.
 
     Returns:
@@ -272,7 +272,7 @@ def generation_explorer(model, vocab, prompt: str = "ROMEO\n"):
     """
     import ipywidgets as w
 
-    from .language_model import DecoderOnlyTransformer
+    from ..models.decoder_only import DecoderOnlyTransformer
 
     V = len(vocab)
 

@@ -17,8 +17,8 @@ from collections.abc import Sequence
 import torch
 from torch import Tensor, nn
 
-from .models import TransformerEncoder
-from .positional import _check_positive_int
+from ..models.encoder_decoder import TransformerEncoder
+from ..checks import check_positive_int
 
 __all__ = ["EncoderTagger", "with_norm_first", "layer_gradient_norms"]
 
@@ -35,7 +35,7 @@ class EncoderTagger(nn.Module):
         n_layers, d_model, n_heads, d_ff: sizes of the encoder stack.
         norm_first: pre-norm if True (the stack then ends with a final LayerNorm), post-norm if False.
         dropout: dropout probability inside every block (attention weights, feed-forward hidden units,
-            each sublayer's output before the residual add; see :class:`~transformer_lite.blocks.TransformerBlock`).
+            each sublayer's output before the residual add; see :class:`~transformer_lite.nn.blocks.TransformerBlock`).
             The embeddings and the classifier input are not dropped. Active in ``train()`` mode only.
 
     Attributes:
@@ -48,8 +48,8 @@ class EncoderTagger(nn.Module):
     def __init__(self, vocab_size: int, n_classes: int, n_layers: int, d_model: int, n_heads: int, d_ff: int,
                  norm_first: bool = False, dropout: float = 0.0) -> None:
         super().__init__()
-        _check_positive_int("EncoderTagger", "vocab_size", vocab_size)
-        _check_positive_int("EncoderTagger", "n_classes", n_classes)
+        check_positive_int("EncoderTagger", "vocab_size", vocab_size)
+        check_positive_int("EncoderTagger", "n_classes", n_classes)
         if not 0.0 <= dropout < 1.0:
             raise ValueError(f"EncoderTagger: expected 0 <= dropout < 1, received {dropout}")
         self.sizes = dict(vocab_size=vocab_size, n_classes=n_classes, n_layers=n_layers, d_model=d_model,

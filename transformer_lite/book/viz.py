@@ -193,8 +193,8 @@ def plot_score_bias(bias: Tensor, title: str = "", head_labels: Sequence[str] | 
 
     Args:
         bias: ``(H, L, S)`` or ``(1, H, L, S)`` float tensor (e.g. the output of
-            :class:`~transformer_lite.relative.T5RelativePositionBias` or
-            :func:`~transformer_lite.relative.alibi_bias`).
+            :class:`~transformer_lite.nn.relative_position.T5RelativePositionBias` or
+            :func:`~transformer_lite.nn.relative_position.alibi_bias`).
         title: what the reader should notice (with ``scale="per_head"``, say that the scales differ).
         head_labels: ``H`` panel titles (default ``head 0``, ``head 1``, ...).
         vmax: half-width of the shared colour scale (default: the largest finite ``|bias|``); only
@@ -316,7 +316,7 @@ def plot_activations(x: Tensor | np.ndarray, title: str = "", ax: plt.Axes | Non
 
 
 def plot_decoder_block(norm_first: bool = False, ax: plt.Axes | None = None) -> plt.Axes:
-    """Diagram of :class:`~transformer_lite.decoder.DecoderBlock`: self-attention, cross-attention, feed-forward.
+    """Diagram of :class:`~transformer_lite.nn.blocks.DecoderBlock`: self-attention, cross-attention, feed-forward.
 
     Drawn bottom to top (data flows upwards), with the encoder's ``memory``
     entering the cross-attention from the side, and each sublayer wrapped in a

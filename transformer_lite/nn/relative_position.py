@@ -9,14 +9,14 @@ chosen by the *relative* position ``j - i`` only:
 (``M`` as on the book's notation page: the additive mask; ``B`` is the batch size.)
 The two bias modules and :func:`alibi_bias` return ``M`` as a float tensor
 of shape ``(1, H, L, S)``, ready to pass as ``attn_mask`` to
-:func:`~transformer_lite.attention.scaled_dot_product_attention` or
-:class:`~transformer_lite.attention.MultiHeadAttention` (float masks are added
+:func:`~transformer_lite.nn.attention.scaled_dot_product_attention` or
+:class:`~transformer_lite.nn.attention.MultiHeadAttention` (float masks are added
 to the scores). The leading axis of size 1 broadcasts over the batch; it is
 there because ``MultiHeadAttention`` reads a 3-D mask as ``(B, L, S)``, so an
 ``(H, L, S)`` bias would be taken per example, not per head. Use ``bias[0]``
 for an ``(H, L, S)`` picture.
 
-Positions follow :func:`~transformer_lite.masks.causal_mask`: with ``S`` keys
+Positions follow :func:`~transformer_lite.nn.masks.causal_mask`: with ``S`` keys
 and ``L`` queries, key ``j`` sits at position ``j`` and query ``i`` at position
 ``S - L + i`` (bottom-right alignment: the queries are the last ``L`` positions,
 as in a decoding step that reuses a key/value cache).
@@ -36,18 +36,26 @@ import math
 import torch
 from torch import Tensor, nn
 
-from .positional import _check_positive_int
+from ..checks import check_positive_int
 
-__all__ = ["relative_positions", "t5_relative_bucket", "T5RelativePositionBias", "ClippedRelativePositionBias",
-           "alibi_slopes", "alibi_bias"]
+__all__ = [
+    "relative_positions",
+    "t5_relative_bucket",
+    "T5RelativePositionBias",
+    "ClippedRelativePositionBias",
+    "alibi_slopes",
+    "alibi_bias",
+]
 
 
-def relative_positions(L: int, S: int | None = None, device: torch.device | str | None = None) -> Tensor:
+def relative_positions(
+    L: int, S: int | None = None, device: torch.device | str | None = None
+) -> Tensor:
     """Relative position ``j - (S - L + i)`` of key ``j`` seen from query ``i``.
 
     Negative entries are keys in the past of the query, ``0`` the query's own
     position, positive entries keys in its future. Queries are aligned
-    bottom-right, as in :func:`~transformer_lite.masks.causal_mask`.
+    bottom-right, as in :func:`~transformer_lite.nn.masks.causal_mask`.
 
     Args:
         L: number of queries, ``>= 1``.
@@ -61,15 +69,19 @@ def relative_positions(L: int, S: int | None = None, device: torch.device | str 
         ValueError: if ``L`` or ``S`` is not a positive int.
     """
     S = L if S is None else S
-    _check_positive_int("relative_positions", "L", L)
-    _check_positive_int("relative_positions", "S", S)
+    check_positive_int("relative_positions", "L", L)
+    check_positive_int("relative_positions", "S", S)
     query_pos = torch.arange(S - L, S, device=device)  # (L,): absolute positions of the queries
     key_pos = torch.arange(S, device=device)  # (S,)
     return key_pos[None, :] - query_pos[:, None]  # (L, S)
 
 
-def t5_relative_bucket(relative_position: Tensor, n_buckets: int = 32, max_distance: int = 128,
-                       bidirectional: bool = True) -> Tensor:
+def t5_relative_bucket(
+    relative_position: Tensor,
+    n_buckets: int = 32,
+    max_distance: int = 128,
+    bidirectional: bool = True,
+) -> Tensor:
     """Map relative positions ``j - i`` to T5's buckets: exact for short distances, log-spaced for long ones.
 
     Source: Raffel et al. (2020), Sec. 2.1 (32 buckets, "logarithmically up to
@@ -107,14 +119,22 @@ def t5_relative_bucket(relative_position: Tensor, n_buckets: int = 32, max_dista
         ValueError: for a non-integer ``relative_position``, too few or an odd
             number of (bidirectional) buckets, or ``max_distance <= n_exact``.
     """
-    if not isinstance(relative_position, Tensor) or relative_position.is_floating_point() \
-            or relative_position.dtype == torch.bool or relative_position.is_complex():
-        raise ValueError("t5_relative_bucket: expected an integer tensor of relative positions, received "
-                         f"{getattr(relative_position, 'dtype', type(relative_position).__name__)}")
-    _check_positive_int("t5_relative_bucket", "n_buckets", n_buckets)
+    if (
+        not isinstance(relative_position, Tensor)
+        or relative_position.is_floating_point()
+        or relative_position.dtype == torch.bool
+        or relative_position.is_complex()
+    ):
+        raise ValueError(
+            "t5_relative_bucket: expected an integer tensor of relative positions, received "
+            f"{getattr(relative_position, 'dtype', type(relative_position).__name__)}"
+        )
+    check_positive_int("t5_relative_bucket", "n_buckets", n_buckets)
     if bidirectional and (n_buckets < 4 or n_buckets % 2):
-        raise ValueError("t5_relative_bucket: expected an even n_buckets >= 4 when bidirectional, "
-                         f"received {n_buckets}")
+        raise ValueError(
+            "t5_relative_bucket: expected an even n_buckets >= 4 when bidirectional, "
+            f"received {n_buckets}"
+        )
     if not bidirectional and n_buckets < 2:
         raise ValueError(f"t5_relative_bucket: expected n_buckets >= 2, received {n_buckets}")
     rel = relative_position.long()
@@ -127,9 +147,15 @@ def t5_relative_bucket(relative_position: Tensor, n_buckets: int = 32, max_dista
         half = torch.zeros_like(rel)
         dist = (-rel).clamp(min=0)  # how far back the key is; future keys count as distance 0
     n_exact = n // 2
-    if isinstance(max_distance, bool) or not isinstance(max_distance, int) or max_distance <= n_exact:
-        raise ValueError(f"t5_relative_bucket: expected an int max_distance > {n_exact} (the exact buckets), "
-                         f"received {max_distance!r}")
+    if (
+        isinstance(max_distance, bool)
+        or not isinstance(max_distance, int)
+        or max_distance <= n_exact
+    ):
+        raise ValueError(
+            f"t5_relative_bucket: expected an int max_distance > {n_exact} (the exact buckets), "
+            f"received {max_distance!r}"
+        )
     # Log-spaced buckets for d >= n_exact. Clamping first keeps log() finite for the short distances,
     # whose value is discarded by the where() below.
     far = dist.clamp(min=n_exact).double()
@@ -160,10 +186,13 @@ class T5RelativePositionBias(nn.Module):
         ValueError: as :func:`t5_relative_bucket`, or if ``n_heads`` is not a positive int.
     """
 
-    def __init__(self, n_heads: int, n_buckets: int = 32, max_distance: int = 128, bidirectional: bool = True) -> None:
+    def __init__(
+        self, n_heads: int, n_buckets: int = 32, max_distance: int = 128, bidirectional: bool = True
+    ) -> None:
         super().__init__()
-        _check_positive_int("T5RelativePositionBias", "n_heads", n_heads)
-        t5_relative_bucket(torch.zeros(1, dtype=torch.long), n_buckets, max_distance, bidirectional)  # validate
+        check_positive_int("T5RelativePositionBias", "n_heads", n_heads)
+        # validate
+        t5_relative_bucket(torch.zeros(1, dtype=torch.long), n_buckets, max_distance, bidirectional)
         self.n_heads, self.n_buckets = n_heads, n_buckets
         self.max_distance, self.bidirectional = max_distance, bidirectional
         self.weight = nn.Parameter(torch.randn(n_buckets, n_heads) * 0.02)
@@ -177,13 +206,21 @@ class T5RelativePositionBias(nn.Module):
         Raises:
             ValueError: if ``L`` or ``S`` is not a positive int.
         """
-        buckets = t5_relative_bucket(relative_positions(L, S, self.weight.device), self.n_buckets,
-                                     self.max_distance, self.bidirectional)  # (L, S)
-        return self.weight[buckets].permute(2, 0, 1).unsqueeze(0)  # (L, S, H) -> (H, L, S) -> (1, H, L, S)
+        # (L, S)
+        buckets = t5_relative_bucket(
+            relative_positions(L, S, self.weight.device),
+            self.n_buckets,
+            self.max_distance,
+            self.bidirectional,
+        )
+        # (L, S, H) -> (H, L, S) -> (1, H, L, S)
+        return self.weight[buckets].permute(2, 0, 1).unsqueeze(0)
 
     def extra_repr(self) -> str:
-        return (f"n_heads={self.n_heads}, n_buckets={self.n_buckets}, max_distance={self.max_distance}, "
-                f"bidirectional={self.bidirectional}")
+        return (
+            f"n_heads={self.n_heads}, n_buckets={self.n_buckets}, max_distance={self.max_distance}, "
+            f"bidirectional={self.bidirectional}"
+        )
 
 
 class ClippedRelativePositionBias(nn.Module):
@@ -210,8 +247,10 @@ class ClippedRelativePositionBias(nn.Module):
 
     def __init__(self, n_heads: int, max_relative_position: int) -> None:
         super().__init__()
-        _check_positive_int("ClippedRelativePositionBias", "n_heads", n_heads)
-        _check_positive_int("ClippedRelativePositionBias", "max_relative_position", max_relative_position)
+        check_positive_int("ClippedRelativePositionBias", "n_heads", n_heads)
+        check_positive_int(
+            "ClippedRelativePositionBias", "max_relative_position", max_relative_position
+        )
         self.n_heads, self.max_relative_position = n_heads, max_relative_position
         self.weight = nn.Parameter(torch.randn(2 * max_relative_position + 1, n_heads) * 0.02)
 
@@ -225,15 +264,18 @@ class ClippedRelativePositionBias(nn.Module):
             ValueError: if ``L`` or ``S`` is not a positive int.
         """
         k = self.max_relative_position
-        index = relative_positions(L, S, self.weight.device).clamp(-k, k) + k  # (L, S), values 0 .. 2k
-        return self.weight[index].permute(2, 0, 1).unsqueeze(0)  # (L, S, H) -> (H, L, S) -> (1, H, L, S)
+        # (L, S), values 0 .. 2k
+        index = relative_positions(L, S, self.weight.device).clamp(-k, k) + k
+        # (L, S, H) -> (H, L, S) -> (1, H, L, S)
+        return self.weight[index].permute(2, 0, 1).unsqueeze(0)
 
     def extra_repr(self) -> str:
         return f"n_heads={self.n_heads}, max_relative_position={self.max_relative_position}"
 
 
-def alibi_slopes(n_heads: int, dtype: torch.dtype = torch.float32,
-                 device: torch.device | str | None = None) -> Tensor:
+def alibi_slopes(
+    n_heads: int, dtype: torch.dtype = torch.float32, device: torch.device | str | None = None
+) -> Tensor:
     """The fixed per-head slopes ``m_h`` of ALiBi.
 
     Source: Press et al. (2022), Sec. 3: for ``H`` heads, a power of 2, the
@@ -257,18 +299,25 @@ def alibi_slopes(n_heads: int, dtype: torch.dtype = torch.float32,
     Raises:
         ValueError: if ``n_heads`` is not a positive int.
     """
-    _check_positive_int("alibi_slopes", "n_heads", n_heads)
+    check_positive_int("alibi_slopes", "n_heads", n_heads)
 
     def geometric(n: int) -> list[float]:  # 2^(-8(h+1)/n) for h = 0 .. n - 1
         return [2.0 ** (-8.0 * h / n) for h in range(1, n + 1)]
 
     p = 1 << (n_heads.bit_length() - 1)  # the largest power of 2 <= n_heads
-    slopes = geometric(p) + geometric(2 * p)[0::2][: n_heads - p]  # [0::2]: 0-based 0, 2, 4, ... of the 2P sequence
+    # [0::2]: 0-based 0, 2, 4, ... of the 2P sequence
+    slopes = geometric(p) + geometric(2 * p)[0::2][: n_heads - p]
     return torch.tensor(slopes, dtype=torch.float64, device=device).to(dtype)
 
 
-def alibi_bias(n_heads: int, L: int, S: int | None = None, causal: bool = True, dtype: torch.dtype = torch.float32,
-               device: torch.device | str | None = None) -> Tensor:
+def alibi_bias(
+    n_heads: int,
+    L: int,
+    S: int | None = None,
+    causal: bool = True,
+    dtype: torch.dtype = torch.float32,
+    device: torch.device | str | None = None,
+) -> Tensor:
     """ALiBi: a fixed penalty on the score, proportional to the distance between query and key.
 
     Source: Press et al. (2022), Sec. 3: the score of query ``i`` and key ``j``
@@ -305,9 +354,12 @@ def alibi_bias(n_heads: int, L: int, S: int | None = None, causal: bool = True, 
     if not dtype.is_floating_point:
         raise ValueError(f"alibi_bias: expected a floating dtype, received {dtype}")
     slopes = alibi_slopes(n_heads, dtype=torch.float64, device=device)[:, None, None]  # (H, 1, 1)
-    rel = relative_positions(L, S, device).double()  # (L, S): j - p_i, negative for keys in the past
+    rel = relative_positions(
+        L, S, device
+    ).double()  # (L, S): j - p_i, negative for keys in the past
     if causal:
-        bias = (slopes * rel).masked_fill(rel > 0, float("-inf"))  # (H, L, S); keys after the query are forbidden
+        # (H, L, S); keys after the query are forbidden
+        bias = (slopes * rel).masked_fill(rel > 0, float("-inf"))
     else:
         bias = slopes * (0.0 - rel.abs())  # (H, L, S); "0.0 -" keeps the diagonal at +0.0, not -0.0
     return bias.unsqueeze(0).to(dtype)  # (1, H, L, S)

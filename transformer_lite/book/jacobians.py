@@ -19,7 +19,7 @@ structure, a fixed matrix times a diagonal of derivatives, is the same.
 In one self-attention layer output ``t`` depends on input ``s`` directly, with
 no product over the positions in between (path length one).
 
-Index convention (as in :mod:`transformer_lite.recurrent`): ``h_0`` is the
+Index convention (as in :mod:`transformer_lite.nn.recurrent`): ``h_0`` is the
 initial state, ``h_1 .. h_L`` the states after each input; a Jacobian tensor
 ``J`` of shape ``(B, L, H, H)`` holds ``J[:, k - 1] = dh_k/dh_{k-1}``.
 Matrix norms: ``"spectral"`` is the largest singular value (the most a
@@ -29,15 +29,21 @@ gradient vector can be stretched, so ``||dLoss/dh_s|| <= ||dh_t/dh_s||_2
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 import torch
 from torch import Tensor
 
-from .recurrent import RNN, GRU
+from ..nn.recurrent import GRU, RNN
 
-__all__ = ["recurrent_weight", "rnn_step_jacobians", "autograd_step_jacobians", "jacobian_product",
-           "gradient_norm_vs_lag", "attention_gradient_norm_vs_lag"]
+__all__ = [
+    "recurrent_weight",
+    "rnn_step_jacobians",
+    "autograd_step_jacobians",
+    "jacobian_product",
+    "gradient_norm_vs_lag",
+    "attention_gradient_norm_vs_lag",
+]
 
 _NORMS = {"spectral": 2, "fro": "fro"}
 
@@ -48,8 +54,9 @@ def _matrix_norm(m: Tensor, norm: str) -> Tensor:
     return torch.linalg.matrix_norm(m, ord=_NORMS[norm])
 
 
-def recurrent_weight(hidden_size: int, spectral_radius: float, seed: int = 0,
-                     dtype: torch.dtype = torch.float64) -> Tensor:
+def recurrent_weight(
+    hidden_size: int, spectral_radius: float, seed: int = 0, dtype: torch.dtype = torch.float64
+) -> Tensor:
     """A random ``(H, H)`` recurrent matrix with a chosen spectral radius: ``radius * Q``, Q orthogonal.
 
     ``Q`` is drawn from the Haar (uniform) distribution on orthogonal matrices
@@ -75,9 +82,13 @@ def recurrent_weight(hidden_size: int, spectral_radius: float, seed: int = 0,
         ValueError: if ``hidden_size`` is not a positive int or the radius is negative or not finite.
     """
     if isinstance(hidden_size, bool) or not isinstance(hidden_size, int) or hidden_size < 1:
-        raise ValueError(f"recurrent_weight: expected hidden_size to be a positive int, received {hidden_size!r}")
+        raise ValueError(
+            f"recurrent_weight: expected hidden_size to be a positive int, received {hidden_size!r}"
+        )
     if not (0.0 <= float(spectral_radius) < float("inf")):
-        raise ValueError(f"recurrent_weight: expected a finite spectral_radius >= 0, received {spectral_radius!r}")
+        raise ValueError(
+            f"recurrent_weight: expected a finite spectral_radius >= 0, received {spectral_radius!r}"
+        )
     gen = torch.Generator().manual_seed(seed)
     g = torch.randn(hidden_size, hidden_size, dtype=torch.float64, generator=gen)
     q, r = torch.linalg.qr(g)
@@ -95,7 +106,7 @@ def _states(model: RNN | GRU, x: Tensor, h0: Tensor | None) -> tuple[Tensor, Ten
 
 
 def rnn_step_jacobians(rnn: RNN, x: Tensor, h0: Tensor | None = None) -> Tensor:
-    """Analytic step Jacobians ``J_k = dh_k/dh_{k-1}`` of an Elman :class:`~transformer_lite.recurrent.RNN`.
+    """Analytic step Jacobians ``J_k = dh_k/dh_{k-1}`` of an Elman :class:`~transformer_lite.nn.recurrent.RNN`.
 
     ``J_k = diag(phi'(a_k)) W_hh`` (differentiate ``h_k = phi(a_k)`` through
     ``a_k``; the factors of Pascanu et al., 2013, Eq. 5, written for this
@@ -118,12 +129,16 @@ def rnn_step_jacobians(rnn: RNN, x: Tensor, h0: Tensor | None = None) -> Tensor:
             the wrong shape (see :meth:`RNN.forward`).
     """
     if not isinstance(rnn, RNN):
-        raise ValueError(f"rnn_step_jacobians: expected a transformer_lite RNN, received {type(rnn).__name__} "
-                         "(use autograd_step_jacobians for a GRU)")
+        raise ValueError(
+            f"rnn_step_jacobians: expected a transformer_lite RNN, received {type(rnn).__name__} "
+            "(use autograd_step_jacobians for a GRU)"
+        )
     _, h = _states(rnn, x, h0)  # (B, L, H)
     with torch.no_grad():
-        dphi = 1 - h**2 if rnn.nonlinearity == "tanh" else (h > 0).to(h.dtype)  # (B, L, H): phi'(a_k)
-        return dphi[..., :, None] * rnn.weight_hh  # (B, L, H, 1) * (H, H) -> (B, L, H, H): row i scaled by phi'_i
+        # (B, L, H): phi'(a_k)
+        dphi = 1 - h**2 if rnn.nonlinearity == "tanh" else (h > 0).to(h.dtype)
+        # (B, L, H, 1) * (H, H) -> (B, L, H, H): row i scaled by phi'_i
+        return dphi[..., :, None] * rnn.weight_hh
 
 
 def autograd_step_jacobians(model: RNN | GRU, x: Tensor, h0: Tensor | None = None) -> Tensor:
@@ -148,10 +163,13 @@ def autograd_step_jacobians(model: RNN | GRU, x: Tensor, h0: Tensor | None = Non
             bad ``x``/``h0`` shapes.
     """
     if not isinstance(model, (RNN, GRU)):
-        raise ValueError(f"autograd_step_jacobians: expected a transformer_lite RNN or GRU, received "
-                         f"{type(model).__name__}")
+        raise ValueError(
+            f"autograd_step_jacobians: expected a transformer_lite RNN or GRU, received "
+            f"{type(model).__name__}"
+        )
     h_prev, _ = _states(model, x, h0)  # (B, L, H)
-    step_jac = torch.func.vmap(torch.func.jacrev(model.cell, argnums=1))  # (B, in), (B, H) -> (B, H, H)
+    # (B, in), (B, H) -> (B, H, H)
+    step_jac = torch.func.vmap(torch.func.jacrev(model.cell, argnums=1))
     jacs = [step_jac(x[:, k], h_prev[:, k]) for k in range(x.shape[1])]
     if not jacs:
         return x.new_zeros(x.shape[0], 0, model.hidden_size, model.hidden_size)
@@ -159,7 +177,11 @@ def autograd_step_jacobians(model: RNN | GRU, x: Tensor, h0: Tensor | None = Non
 
 
 def _check_jacobians(jacobians: Tensor, name: str) -> tuple[int, int, int]:
-    if not isinstance(jacobians, Tensor) or jacobians.dim() != 4 or jacobians.shape[-1] != jacobians.shape[-2]:
+    if (
+        not isinstance(jacobians, Tensor)
+        or jacobians.dim() != 4
+        or jacobians.shape[-1] != jacobians.shape[-2]
+    ):
         got = tuple(jacobians.shape) if isinstance(jacobians, Tensor) else type(jacobians).__name__
         raise ValueError(f"{name}: expected jacobians of shape (B, L, H, H), received {got}")
     B, L, H, _ = jacobians.shape
@@ -185,14 +207,18 @@ def jacobian_product(jacobians: Tensor, s: int, t: int) -> Tensor:
     """
     B, L, H = _check_jacobians(jacobians, "jacobian_product")
     if not (isinstance(s, int) and isinstance(t, int) and 0 <= s <= t <= L):
-        raise ValueError(f"jacobian_product: expected integers 0 <= s <= t <= L = {L}, received s={s!r}, t={t!r}")
+        raise ValueError(
+            f"jacobian_product: expected integers 0 <= s <= t <= L = {L}, received s={s!r}, t={t!r}"
+        )
     prod = torch.eye(H, dtype=jacobians.dtype, device=jacobians.device).expand(B, H, H)  # (B, H, H)
     for k in range(s + 1, t + 1):
         prod = jacobians[:, k - 1] @ prod  # J_k (J_{k-1} ... J_{s+1})
     return prod
 
 
-def gradient_norm_vs_lag(jacobians: Tensor, T: int | None = None, norm: str = "spectral") -> tuple[Tensor, Tensor]:
+def gradient_norm_vs_lag(
+    jacobians: Tensor, T: int | None = None, norm: str = "spectral"
+) -> tuple[Tensor, Tensor]:
     """``||dh_T/dh_{T-k}||`` for every lag ``k = 0 .. T``: how much of a gradient at step T reaches step T - k.
 
     Builds the products from the end, ``P_0 = I``, ``P_k = P_{k-1} J_{T-k+1}``,
@@ -218,10 +244,15 @@ def gradient_norm_vs_lag(jacobians: Tensor, T: int | None = None, norm: str = "s
     B, L, H = _check_jacobians(jacobians, "gradient_norm_vs_lag")
     T = L if T is None else T
     if isinstance(T, bool) or not isinstance(T, int) or not 0 <= T <= L:
-        raise ValueError(f"gradient_norm_vs_lag: expected an int 0 <= T <= L = {L}, received T={T!r}")
+        raise ValueError(
+            f"gradient_norm_vs_lag: expected an int 0 <= T <= L = {L}, received T={T!r}"
+        )
     if norm not in _NORMS:
-        raise ValueError(f"gradient_norm_vs_lag: expected norm 'spectral' or 'fro', received {norm!r}")
-    prod = torch.eye(H, dtype=jacobians.dtype, device=jacobians.device).expand(B, H, H)  # P_0 = I, (B, H, H)
+        raise ValueError(
+            f"gradient_norm_vs_lag: expected norm 'spectral' or 'fro', received {norm!r}"
+        )
+    # P_0 = I, (B, H, H)
+    prod = torch.eye(H, dtype=jacobians.dtype, device=jacobians.device).expand(B, H, H)
     norms = [_matrix_norm(prod, norm)]
     for k in range(1, T + 1):
         prod = prod @ jacobians[:, T - k]  # P_k = P_{k-1} J_{T-k+1}; index T - k holds J_{T-k+1}
@@ -229,8 +260,12 @@ def gradient_norm_vs_lag(jacobians: Tensor, T: int | None = None, norm: str = "s
     return torch.arange(T + 1), torch.stack(norms, dim=1)  # (T + 1,), (B, T + 1)
 
 
-def attention_gradient_norm_vs_lag(layer: Callable[[Tensor], Tensor | tuple], x: Tensor, t: int | None = None,
-                                   norm: str = "spectral") -> tuple[Tensor, Tensor]:
+def attention_gradient_norm_vs_lag(
+    layer: Callable[[Tensor], Tensor | tuple],
+    x: Tensor,
+    t: int | None = None,
+    norm: str = "spectral",
+) -> tuple[Tensor, Tensor]:
     """``||dy_t/dx_s||`` for every input position ``s``, for a sequence layer such as self-attention.
 
     In a self-attention layer ``y_t = sum_s w_ts (x_s W_V) W_O`` (plus the
@@ -263,13 +298,19 @@ def attention_gradient_norm_vs_lag(layer: Callable[[Tensor], Tensor | tuple], x:
     """
     if not isinstance(x, Tensor) or x.dim() != 3:
         got = tuple(x.shape) if isinstance(x, Tensor) else type(x).__name__
-        raise ValueError(f"attention_gradient_norm_vs_lag: expected x of shape (B, L, D), received {got}")
+        raise ValueError(
+            f"attention_gradient_norm_vs_lag: expected x of shape (B, L, D), received {got}"
+        )
     B, L, _ = x.shape
     t = L - 1 if t is None else t
     if isinstance(t, bool) or not isinstance(t, int) or not 0 <= t < L:
-        raise ValueError(f"attention_gradient_norm_vs_lag: expected an int 0 <= t < L = {L}, received t={t!r}")
+        raise ValueError(
+            f"attention_gradient_norm_vs_lag: expected an int 0 <= t < L = {L}, received t={t!r}"
+        )
     if norm not in _NORMS:
-        raise ValueError(f"attention_gradient_norm_vs_lag: expected norm 'spectral' or 'fro', received {norm!r}")
+        raise ValueError(
+            f"attention_gradient_norm_vs_lag: expected norm 'spectral' or 'fro', received {norm!r}"
+        )
 
     def output_at_t(x_b: Tensor) -> Tensor:  # (L, D) -> (D',)
         y = layer(x_b[None])  # (1, L, D) -> (1, L, D') or a tuple

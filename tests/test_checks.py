@@ -1,0 +1,96 @@
+"""The shared checks (transformer_lite.checks), the residual sublayer and the finder of installed files.
+
+Oracles: the messages the docstrings promise; a module's mode before and after; the residual
+formulas written out by hand (Vaswani et al., 2017, Sec. 3.1; Xiong et al., 2020); importlib.metadata.
+"""
+
+import importlib.metadata
+
+import pytest
+import torch
+from torch import nn
+
+from tests.conftest import F64, close, rand
+from transformer_lite.checks import (
+    check_last_dim,
+    check_positive_int,
+    check_positive_sizes,
+    check_token_ids,
+    eval_mode,
+)
+from transformer_lite.nn.blocks import residual
+from transformer_lite.pretrained.files import installed_files
+
+
+@pytest.mark.parametrize("training", [True, False])
+def test_eval_mode_restores_the_mode_even_after_an_error(training):
+    model = nn.Sequential(nn.Dropout(0.5)).train(training)
+    with eval_mode(model) as m:
+        assert m is model and not model.training and not model[0].training
+    assert model.training is training
+    with pytest.raises(RuntimeError, match="boom"), eval_mode(model):
+        raise RuntimeError("boom")
+    assert model.training is training
+
+
+def test_token_id_checks_name_what_was_expected_and_received():
+    check_token_ids("M", "ids", torch.tensor([[0, 4]]), vocab_size=5)
+    with pytest.raises(
+        ValueError, match=r"M: expected integer ids of shape \(B, L\), received \(2,\) torch.int64"
+    ):
+        check_token_ids("M", "ids", torch.tensor([0, 4]), vocab_size=5)
+    with pytest.raises(ValueError, match=r"received \(1, 2\) torch.float32"):
+        check_token_ids("M", "ids", torch.zeros(1, 2), vocab_size=5)
+    with pytest.raises(ValueError, match=r"received \(1, 2\) torch.bool"):
+        check_token_ids("M", "ids", torch.zeros(1, 2, dtype=torch.bool), vocab_size=5)
+    with pytest.raises(ValueError, match="received list"):
+        check_token_ids("M", "ids", [[0]], vocab_size=5)
+    with pytest.raises(
+        ValueError, match=r"token ids must lie in \[0, 5\), received min 0, max 5 in ids"
+    ):
+        check_token_ids("M", "ids", torch.tensor([[0, 5]]), vocab_size=5)
+    with pytest.raises(
+        ValueError, match=r"token ids must lie in \[0, 5\), received min -1, max 2 in ids"
+    ):
+        check_token_ids("M", "ids", torch.tensor([[-1, 2]]), vocab_size=5)
+    with pytest.raises(
+        ValueError, match=r"expected ids with at least 1 position\(s\), received \(3, 0\)"
+    ):
+        check_token_ids("M", "ids", torch.zeros(3, 0, dtype=torch.long), vocab_size=5, min_len=1)
+
+
+def test_size_and_shape_checks():
+    check_positive_int("f", "n", 1)
+    for bad in (0, -1, 1.0, True, "2"):
+        with pytest.raises(
+            ValueError, match=rf"f: expected n to be a positive int, received {bad!r}"
+        ):
+            check_positive_int("f", "n", bad)
+    check_positive_sizes("F", d_model=1, d_ff=2)
+    with pytest.raises(ValueError, match="F: expected positive d_model and d_ff, received 4, 0"):
+        check_positive_sizes("F", d_model=4, d_ff=0)
+    check_last_dim("N", torch.zeros(2, 3), 3)
+    with pytest.raises(
+        ValueError, match=r"N: expected input of shape \(\.\.\., 4\), received \(2, 3\)"
+    ):
+        check_last_dim("N", torch.zeros(2, 3), 4)
+
+
+@pytest.mark.parametrize("norm_first", [True, False])
+def test_residual_pre_and_post_norm_by_hand(norm_first):
+    x = rand(2, 3, 4, seed=1)
+    norm = nn.LayerNorm(4, dtype=F64)
+    weight = rand(4, 4, seed=2)
+    sublayer = lambda h: h @ weight  # noqa: E731
+    expected = x + sublayer(norm(x)) if norm_first else norm(x + sublayer(x))
+    close(residual(x, sublayer, norm, nn.Identity(), norm_first), expected)
+    # a sublayer that returns a tuple (attention and its weights) keeps its extra outputs
+    y, extra = residual(x, lambda h: (sublayer(h), "weights"), norm, nn.Identity(), norm_first)
+    close(y, expected)
+    assert extra == "weights"
+
+
+def test_installed_files_finds_a_distribution_and_nothing_for_a_missing_one():
+    files = installed_files("torch")
+    assert files and {str(f) for f in files} == {str(f) for f in importlib.metadata.files("torch")}
+    assert installed_files("no-such-distribution-for-tests") == []

@@ -1,0 +1,367 @@
+"""A decoder-only transformer language model (GPT-style) with a key/value cache.
+
+Sources: Radford et al. (2018, 2019), GPT and GPT-2 (a stack of causal
+self-attention blocks over token + position embeddings, predicting the next
+token; pre-norm with a final LayerNorm in GPT-2, Sec. 2.3); Vaswani et al.
+(2017), Sec. 3.4 (sharing the embedding matrix with the output layer, after
+Press & Wolf, 2017); Touvron et al. (2023), "LLaMA", Sec. 2.2 (RMSNorm, SwiGLU,
+rotary embeddings), the architecture of SmolLM2.
+
+Training computes the next-token loss at every position of a known sequence in
+one pass (the causal mask keeps position ``t`` from seeing positions after
+``t``). Generation is sequential: one new token per step. With a
+:class:`KVCache`, each step feeds only the new token and reuses the keys and
+values of the earlier positions instead of recomputing them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+import torch
+from torch import Tensor, nn
+
+from ..checks import check_token_ids, eval_mode
+from ..nn.attention import KVPair
+from ..nn.blocks import CausalTransformerBlock, make_norm
+from ..nn.positional import (
+    LearnedPositionalEmbedding,
+    RotaryEmbedding,
+    sinusoidal_positional_encoding,
+)
+
+__all__ = ["DecoderOnlyConfig", "KVCache", "DecoderOnlyTransformer", "sample_next_token"]
+
+_POSITIONAL = ("learned", "sinusoidal", "rotary")
+_NORMS = ("layernorm", "rmsnorm")
+_ACTIVATIONS = ("relu", "gelu", "swiglu")
+
+
+@dataclass(frozen=True)
+class DecoderOnlyConfig:
+    """Hyperparameters of a :class:`DecoderOnlyTransformer`; defaults give a small GPT-2-style model.
+
+    Raises:
+        ValueError: (on construction) for non-positive sizes, ``n_heads`` not dividing
+            ``d_model``, ``n_kv_heads`` not dividing ``n_heads``, dropout outside [0, 1),
+            or an unknown ``positional``, ``norm`` or ``activation``.
+    """
+
+    vocab_size: int  # number of token ids V
+    max_len: int = 256  # positions 0 .. max_len - 1 (the longest sequence the model may see)
+    d_model: int = 128  # model width D
+    n_heads: int = 4  # query heads H (d_head = d_model // n_heads)
+    n_layers: int = 2  # number of blocks
+    d_ff: int = 512  # hidden width of the feed-forward network
+    dropout: float = (
+        0.0  # on embeddings, attention weights, feed-forward hidden units and sublayer outputs
+    )
+    norm_first: bool = (
+        True  # pre-norm (GPT-2, Llama) if True, post-norm (original Transformer) if False
+    )
+    positional: str = (
+        "learned"  # "learned" (GPT-2), "sinusoidal" (Vaswani et al.) or "rotary" (RoPE, Llama)
+    )
+    n_kv_heads: int | None = None  # key/value heads for grouped-query attention; None = n_heads
+    norm: str = "layernorm"  # "layernorm" or "rmsnorm"
+    activation: str = (
+        "gelu"  # "relu", "gelu" (two-layer network) or "swiglu" (gated, three matrices)
+    )
+    bias: bool = True  # biases in the attention and feed-forward projections (Llama: none)
+    eps: float = 1e-5  # epsilon of every normalization layer
+    rope_base: float = (
+        10000.0  # RoPE wavelength base (SmolLM2: 100000); used if positional == "rotary"
+    )
+    rope_interleaved: bool = True  # RoPE pairs (2j, 2j+1) if True, (j, j + d_head/2) if False
+    tie_embeddings: bool = True  # the output layer reuses the token-embedding matrix
+
+    def __post_init__(self) -> None:
+        for name in ("vocab_size", "max_len", "d_model", "n_heads", "n_layers", "d_ff"):
+            if getattr(self, name) < 1:
+                raise ValueError(
+                    f"DecoderOnlyConfig: expected a positive {name}, received {getattr(self, name)}"
+                )
+        n_kv = self.n_heads if self.n_kv_heads is None else self.n_kv_heads
+        if self.d_model % self.n_heads != 0 or n_kv < 1 or self.n_heads % n_kv != 0:
+            raise ValueError(
+                f"DecoderOnlyConfig: expected n_heads | d_model and n_kv_heads | n_heads, received "
+                f"d_model={self.d_model}, n_heads={self.n_heads}, n_kv_heads={self.n_kv_heads}"
+            )
+        if not 0.0 <= self.dropout < 1.0:
+            raise ValueError(
+                f"DecoderOnlyConfig: expected 0 <= dropout < 1, received {self.dropout}"
+            )
+        for name, allowed in (
+            ("positional", _POSITIONAL),
+            ("norm", _NORMS),
+            ("activation", _ACTIVATIONS),
+        ):
+            if getattr(self, name) not in allowed:
+                raise ValueError(
+                    f"DecoderOnlyConfig: expected {name} in {allowed}, received {getattr(self, name)!r}"
+                )
+        if self.positional == "rotary" and (self.d_model // self.n_heads) % 2 != 0:
+            raise ValueError(
+                f"DecoderOnlyConfig: rotary positions need an even d_head, received "
+                f"d_head={self.d_model // self.n_heads}"
+            )
+
+    def to_dict(self) -> dict:
+        """The fields as a plain dict (for checkpoint metadata)."""
+        return asdict(self)
+
+
+class KVCache:
+    """The keys and values of every layer for the positions processed so far.
+
+    Filled in place by :meth:`DecoderOnlyTransformer.forward`: pass an empty
+    cache with the prompt, then the same cache with each new token.
+
+    Attributes:
+        layers: one ``(keys, values)`` pair per layer, each ``(B, n_kv_heads, S, d_head)``.
+    """
+
+    def __init__(self) -> None:
+        self.layers: list[KVPair] = []
+
+    def __len__(self) -> int:
+        """Number of cached positions S (0 when empty)."""
+        return self.layers[0][0].shape[-2] if self.layers else 0
+
+    def num_bytes(self) -> int:
+        """Memory held by the cached tensors, in bytes."""
+        return sum(t.numel() * t.element_size() for pair in self.layers for t in pair)
+
+
+class DecoderOnlyTransformer(nn.Module):
+    """A GPT-style language model: embeddings, causal blocks, final norm, language-model head.
+
+    ``logits = head(final_norm(blocks(dropout(embed(ids) + positions))))``; with rotary
+    positions nothing is added to the embeddings (queries and keys are rotated in every
+    layer instead). The final norm is used with pre-norm blocks only (a post-norm block
+    already ends with a norm). Weights are initialised N(0, 0.02^2), biases 0, as in GPT-2.
+
+    Args:
+        config: a :class:`DecoderOnlyConfig`.
+    """
+
+    def __init__(self, config: DecoderOnlyConfig) -> None:
+        super().__init__()
+        c = self.config = config
+        d_head = c.d_model // c.n_heads
+        self.token_embedding = nn.Embedding(c.vocab_size, c.d_model)
+        learned = c.positional == "learned"
+        self.position_embedding = (
+            LearnedPositionalEmbedding(c.max_len, c.d_model) if learned else None
+        )
+        rotary = (
+            RotaryEmbedding(d_head, c.rope_base, c.rope_interleaved)
+            if c.positional == "rotary"
+            else None
+        )
+        self.embedding_dropout = nn.Dropout(c.dropout)
+        self.blocks = nn.ModuleList(
+            CausalTransformerBlock(
+                c.d_model,
+                c.n_heads,
+                c.d_ff,
+                dropout=c.dropout,
+                activation=c.activation,
+                norm_first=c.norm_first,
+                eps=c.eps,
+                n_kv_heads=c.n_kv_heads,
+                norm=c.norm,
+                bias=c.bias,
+                rotary=rotary,
+            )
+            for _ in range(c.n_layers)
+        )
+        self.final_norm = make_norm(c.norm, c.d_model, c.eps) if c.norm_first else nn.Identity()
+        self.lm_head = nn.Linear(c.d_model, c.vocab_size, bias=False)
+        self.apply(_init_weights)
+        if c.tie_embeddings:
+            # one (V, D) matrix for input and output
+            self.lm_head.weight = self.token_embedding.weight
+
+    def num_parameters(self) -> int:
+        """Number of distinct trainable parameters (a tied matrix counts once)."""
+        return sum(p.numel() for p in self.parameters())
+
+    def _embed(self, input_ids: Tensor, offset: int) -> Tensor:
+        c = self.config
+        check_token_ids("DecoderOnlyTransformer", "input_ids", input_ids, c.vocab_size, min_len=1)
+        L = input_ids.shape[1]
+        if offset + L > c.max_len:
+            raise ValueError(
+                f"DecoderOnlyTransformer: positions {offset}..{offset + L - 1} requested, but "
+                f"max_len={c.max_len} allows 0..{c.max_len - 1}"
+            )
+        x = self.token_embedding(input_ids)  # (B, L, D)
+        if c.positional == "learned":
+            x = x + self.position_embedding(L, offset=offset)  # (L, D) broadcast over B
+        elif c.positional == "sinusoidal":
+            x = (
+                x
+                + sinusoidal_positional_encoding(
+                    offset + L, c.d_model, dtype=x.dtype, device=x.device
+                )[offset:]
+            )
+        return self.embedding_dropout(x)
+
+    def forward(
+        self, input_ids: Tensor, cache: KVCache | None = None, return_attentions: bool = False
+    ) -> Tensor | tuple[Tensor, tuple[Tensor, ...]]:
+        """Next-token logits at every position.
+
+        Args:
+            input_ids: ``(B, L)`` int64 token ids. With a non-empty ``cache`` these are the
+                *new* tokens, at positions ``len(cache) .. len(cache) + L - 1``.
+            cache: a :class:`KVCache` to read from and append to (in place), or ``None``.
+            return_attentions: also return the attention weights of every layer.
+
+        Returns:
+            logits ``(B, L, vocab_size)`` (row ``t`` scores the token at position ``t + 1``);
+            with ``return_attentions``, ``(logits, attentions)`` where ``attentions`` holds
+            ``n_layers`` tensors ``(B, H, L, len(cache) + L)``.
+
+        Raises:
+            ValueError: if ``input_ids`` is not a 2-D integer tensor with ids in
+                ``[0, vocab_size)``, or the positions would exceed ``max_len``.
+        """
+        offset = len(cache) if cache is not None else 0
+        x = self._embed(input_ids, offset)  # (B, L, D)
+        attentions = []
+        for i, block in enumerate(self.blocks):
+            past = cache.layers[i] if cache is not None and i < len(cache.layers) else None
+            x, weights, present = block(x, past_kv=past)  # (B, L, D), (B, H, L, S)
+            if cache is not None:
+                # replace (or append) this layer's keys and values
+                cache.layers[i : i + 1] = [present]
+            attentions.append(weights)
+        logits = self.lm_head(self.final_norm(x))  # (B, L, V)
+        return (logits, tuple(attentions)) if return_attentions else logits
+
+    @torch.no_grad()
+    def generate(
+        self,
+        input_ids: Tensor,
+        max_new_tokens: int,
+        temperature: float = 1.0,
+        top_k: int | None = None,
+        use_cache: bool = True,
+        generator: torch.Generator | None = None,
+        return_logits: bool = False,
+    ) -> Tensor | tuple[Tensor, Tensor]:
+        """Append ``max_new_tokens`` tokens, one at a time, each drawn from the model's next-token distribution.
+
+        Without the cache every step runs the whole sequence so far (at most its last
+        ``max_len`` tokens: a sliding window, so the output may be longer than ``max_len``);
+        with the cache the prompt is run once and each later step runs only the newest
+        token, so every position must stay below ``max_len``. While the sequence fits,
+        both give the same logits (up to rounding) and so the same tokens. The model is
+        put in eval mode for the call (dropout off) and restored afterwards.
+
+        Args:
+            input_ids: ``(B, L)`` int64 prompt.
+            max_new_tokens: number of tokens to append (``>= 0``).
+            temperature: divides the logits; ``0`` picks the most likely token (greedy).
+            top_k: sample only among the ``top_k`` most likely tokens (``None`` = all).
+            use_cache: reuse keys and values through a :class:`KVCache`.
+            generator: ``torch.Generator`` for reproducible sampling.
+            return_logits: also return the logits each step sampled from.
+
+        Returns:
+            ``(B, L + max_new_tokens)`` int64; with ``return_logits``, also the
+            ``(B, max_new_tokens, vocab_size)`` logits (before temperature).
+
+        Raises:
+            ValueError: for a negative ``max_new_tokens``, as :func:`sample_next_token`, or,
+                with ``use_cache``, if ``L + max_new_tokens - 1 > max_len`` (every token fed
+                needs a position; the last new token is never fed).
+        """
+        if (
+            isinstance(max_new_tokens, bool)
+            or not isinstance(max_new_tokens, int)
+            or max_new_tokens < 0
+        ):
+            raise ValueError(
+                f"generate: expected an int max_new_tokens >= 0, received {max_new_tokens!r}"
+            )
+        if (
+            use_cache
+            and input_ids.dim() == 2
+            and input_ids.shape[1] + max_new_tokens - 1 > self.config.max_len
+        ):
+            raise ValueError(
+                f"generate: a prompt of {input_ids.shape[1]} tokens plus {max_new_tokens} new ones needs "
+                f"{input_ids.shape[1] + max_new_tokens - 1} positions, but max_len={self.config.max_len}"
+            )
+        with eval_mode(self):
+            tokens, step_logits = input_ids, []
+            cache = KVCache() if use_cache else None
+            feed = input_ids  # with a cache: only the tokens not yet processed
+            for _ in range(max_new_tokens):
+                window = feed if use_cache else tokens[:, -self.config.max_len :]  # (B, <= max_len)
+                logits = self(window, cache=cache)[:, -1]  # (B, V): scores of the next token
+                step_logits.append(logits)
+                next_token = sample_next_token(logits, temperature, top_k, generator)  # (B, 1)
+                tokens = torch.cat((tokens, next_token), dim=1)  # (B, L + steps so far)
+                feed = next_token
+        if not return_logits:
+            return tokens
+        V = self.config.vocab_size
+        empty = input_ids.new_zeros((input_ids.shape[0], 0, V), dtype=self.lm_head.weight.dtype)
+        return tokens, (torch.stack(step_logits, dim=1) if step_logits else empty)
+
+
+def _init_weights(module: nn.Module) -> None:
+    """GPT-2 initialisation: N(0, 0.02^2) for linear and embedding weights, zero biases."""
+    if isinstance(module, (nn.Linear, nn.Embedding)):
+        nn.init.normal_(module.weight, mean=0.0, std=0.02)
+    if isinstance(module, nn.Linear) and module.bias is not None:
+        nn.init.zeros_(module.bias)
+
+
+def sample_next_token(
+    logits: Tensor,
+    temperature: float = 1.0,
+    top_k: int | None = None,
+    generator: torch.Generator | None = None,
+) -> Tensor:
+    """Pick one token per row from next-token logits.
+
+    ``temperature = 0``: the arg-max (greedy decoding; the lowest id on ties).
+    Otherwise sample from ``softmax(logits / temperature)``, restricted to the
+    ``top_k`` largest logits if given (top-k sampling; Fan et al., 2018,
+    "Hierarchical Neural Story Generation").
+
+    Args:
+        logits: ``(B, V)`` floating.
+        temperature: ``>= 0``; below 1 sharpens, above 1 flattens the distribution.
+        top_k: ``None`` or an int in ``[1, V]``.
+        generator: ``torch.Generator`` for reproducible draws.
+
+    Returns:
+        ``(B, 1)`` int64 token ids.
+
+    Raises:
+        ValueError: if ``logits`` is not 2-D, ``temperature < 0``, or ``top_k`` is outside ``[1, V]``.
+    """
+    if logits.dim() != 2:
+        raise ValueError(
+            f"sample_next_token: expected logits of shape (B, V), received {tuple(logits.shape)}"
+        )
+    if not temperature >= 0:
+        raise ValueError(f"sample_next_token: expected temperature >= 0, received {temperature}")
+    if top_k is not None and not 1 <= top_k <= logits.shape[-1]:
+        raise ValueError(
+            f"sample_next_token: expected top_k in [1, {logits.shape[-1]}], received {top_k}"
+        )
+    if temperature == 0:
+        return logits.argmax(dim=-1, keepdim=True)  # (B, 1)
+    scaled = logits.float() / temperature  # (B, V)
+    if top_k is not None:
+        kth = torch.topk(scaled, top_k, dim=-1).values[:, -1:]  # (B, 1): the k-th largest logit
+        scaled = scaled.masked_fill(scaled < kth, float("-inf"))
+    probs = torch.softmax(scaled, dim=-1)  # (B, V)
+    return torch.multinomial(probs, num_samples=1, generator=generator)  # (B, 1)

@@ -1,0 +1,576 @@
+"""Scaled dot-product attention and multi-head attention, written out step by step.
+
+Source: Vaswani et al. (2017), "Attention Is All You Need", Sec. 3.2.1, Eq. (1),
+with an additive mask ``M`` inside the softmax (the paper's Sec. 3.2.3 masks by
+setting forbidden scores to -inf)
+
+    Attention(Q, K, V) = softmax(Q K^T / sqrt(d_k) + M) V
+
+and Sec. 3.2.2 (multi-head attention). ``M`` is optional (0 = allowed,
+-inf = forbidden; ``B`` is the batch size, as on the book's notation page).
+Masks follow the package convention of :mod:`transformer_lite.nn.masks`:
+boolean ``True`` = may attend.
+
+Grouped-query self-attention, with optional RoPE and a key/value cache.
+
+Source: Ainslie et al. (2023), "GQA: Training Generalized Multi-Query Transformer
+Models from Multi-Head Checkpoints", Sec. 2.2: the ``n_heads`` query heads are
+divided into ``n_kv_heads`` groups, and the heads of one group share a single
+key head and value head. ``n_kv_heads == n_heads`` is ordinary multi-head
+attention (Vaswani et al., 2017, Sec. 3.2.2); ``n_kv_heads == 1`` is multi-query
+attention (Shazeer, 2019). Fewer key/value heads make the key/value cache of
+autoregressive decoding ``n_heads / n_kv_heads`` times smaller.
+
+Query head ``h`` uses key/value head ``h // (n_heads // n_kv_heads)``, the
+convention of Hugging Face's ``repeat_kv`` and of llama.cpp.
+
+Decoding with a cache: the keys and values of the tokens already processed are
+kept (after RoPE), the ``L`` new tokens sit at positions ``S_past .. S_past + L - 1``,
+and the causal mask between the ``L`` queries and the ``S = S_past + L`` keys is
+aligned bottom-right (:func:`~transformer_lite.nn.masks.causal_mask`).
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from .masks import bool_to_additive_mask, causal_mask
+from .positional import RotaryEmbedding
+
+__all__ = ["scaled_dot_product_attention", "MultiHeadAttention", "GroupedQueryAttention"]
+
+
+_HALF_DTYPES = (torch.float16, torch.bfloat16)
+
+
+def check_attention_inputs(
+    owner: str, query: Tensor, key: Tensor, value: Tensor, attn_mask: Tensor | None = None
+) -> torch.Size:
+    """Validate query/key/value (and the mask, if any) and return their broadcast batch shape ``(...)``.
+
+    The checks of the two public attention functions, :func:`scaled_dot_product_attention` and
+    :func:`~transformer_lite.nn.efficient_attention.memory_efficient_attention`; ``owner`` names
+    the function in the messages.
+
+    Raises:
+        ValueError: if a tensor is missing or has fewer than 2 dimensions, is not floating, the three
+            dtypes differ, query and key differ in ``d_k``, key and value in ``S``, the batch
+            dimensions do not broadcast, or the mask is not as :func:`_check_mask` requires.
+    """
+    for name, t in (("query", query), ("key", key), ("value", value)):
+        if not isinstance(t, Tensor) or t.dim() < 2:
+            got = f"shape {tuple(t.shape)}" if isinstance(t, Tensor) else type(t).__name__
+            raise ValueError(
+                f"{owner}: expected {name} of shape (..., len, dim) with at least 2 dimensions, "
+                f"received {got}"
+            )
+        if not t.is_floating_point():
+            raise ValueError(f"{owner}: expected a floating {name}, received dtype {t.dtype}")
+    if not (query.dtype == key.dtype == value.dtype):
+        raise ValueError(
+            f"{owner}: expected query, key and value of one dtype, received "
+            f"{query.dtype}, {key.dtype}, {value.dtype}"
+        )
+    if query.shape[-1] != key.shape[-1]:
+        raise ValueError(
+            f"{owner}: query and key must share d_k (last dimension): expected key shape "
+            f"(..., S, {query.shape[-1]}), received {tuple(key.shape)} for query {tuple(query.shape)}"
+        )
+    if key.shape[-2] != value.shape[-2]:
+        raise ValueError(
+            f"{owner}: key and value must share S (second-to-last dimension): "
+            f"expected value shape (..., {key.shape[-2]}, d_v), received {tuple(value.shape)}"
+        )
+    try:
+        batch = torch.broadcast_shapes(query.shape[:-2], key.shape[:-2], value.shape[:-2])
+    except RuntimeError:
+        raise ValueError(
+            f"{owner}: batch dimensions do not broadcast: query "
+            f"{tuple(query.shape)}, key {tuple(key.shape)}, value {tuple(value.shape)}"
+        ) from None
+    if attn_mask is not None:
+        _check_mask(attn_mask, batch, query.shape[-2], key.shape[-2])
+    return batch
+
+
+def _check_mask(attn_mask, batch_shape: torch.Size, L: int, S: int) -> None:
+    """Validate ``attn_mask``: a bool or float Tensor broadcasting to ``(..., L, S)``, no NaN or +inf."""
+    if not isinstance(attn_mask, Tensor):
+        raise ValueError(
+            f"attn_mask: expected a bool or float Tensor, received {type(attn_mask).__name__}"
+        )
+    target = (*batch_shape, L, S)
+    try:
+        ok = torch.broadcast_shapes(attn_mask.shape, target) == torch.Size(target)
+    except RuntimeError:
+        ok = False
+    if not ok:
+        raise ValueError(
+            f"attn_mask: expected a shape that broadcasts to (..., L, S) = {target}, "
+            f"received {tuple(attn_mask.shape)}"
+        )
+    if attn_mask.is_floating_point():
+        if torch.isnan(attn_mask).any() or (attn_mask == float("inf")).any():
+            raise ValueError(
+                "attn_mask: a float mask may hold finite values and -inf, received NaN or +inf"
+            )
+    elif attn_mask.dtype != torch.bool:
+        raise ValueError(
+            f"attn_mask: expected dtype torch.bool (True = may attend) or a floating dtype "
+            f"(added to the scores), received {attn_mask.dtype}"
+        )
+
+
+def _mask_to_bias(
+    attn_mask: Tensor | None,
+    is_causal: bool,
+    L: int,
+    S: int,
+    dtype: torch.dtype,
+    device: torch.device,
+) -> Tensor | None:
+    """Turn the (checked) bool/float ``attn_mask`` and ``is_causal`` into one additive bias ``M`` (or None)."""
+    bias = None
+    if attn_mask is not None:
+        bias = (
+            bool_to_additive_mask(attn_mask, dtype)
+            if attn_mask.dtype == torch.bool
+            else attn_mask.to(dtype)
+        )
+    if is_causal:
+        # (L, S): 0 on and below the diagonal
+        causal = bool_to_additive_mask(causal_mask(L, S, device), dtype)
+        bias = causal if bias is None else bias + causal
+    return bias
+
+
+def scaled_dot_product_attention(
+    query: Tensor,
+    key: Tensor,
+    value: Tensor,
+    attn_mask: Tensor | None = None,
+    is_causal: bool = False,
+    dropout_p: float = 0.0,
+) -> tuple[Tensor, Tensor]:
+    """Scaled dot-product attention, returning the output **and** the attention weights.
+
+    Computes ``softmax(Q K^T / sqrt(d_k) + M) V`` step by step (Vaswani et al.,
+    2017, Eq. 1), not through PyTorch's fused kernel, so that every
+    intermediate can be read.
+
+    Args:
+        query: ``(..., L, d_k)`` floating tensor (L = query length).
+        key: ``(..., S, d_k)`` (S = key length), same dtype as ``query``.
+        value: ``(..., S, d_v)``, same dtype as ``query``.
+        attn_mask: optional mask broadcastable to ``(..., L, S)``. Bool:
+            ``True`` = may attend (as in ``F.scaled_dot_product_attention``;
+            note ``nn.MultiheadAttention`` uses the opposite polarity). Float:
+            added to the scores (``-inf`` forbids; NaN and ``+inf`` are refused).
+        is_causal: if True, also apply :func:`~transformer_lite.nn.masks.causal_mask`
+            ``(L, S)``, aligned bottom-right when ``S > L``; combined with
+            ``attn_mask`` if both are given (a key must be allowed by both).
+        dropout_p: probability of zeroing an attention weight (applied to the
+            weights that multiply ``V``; always applied when > 0, as in
+            ``F.scaled_dot_product_attention``; pass 0.0 at evaluation).
+
+    Returns:
+        ``(output, weights)``: output ``(..., L, d_v)`` and weights ``(..., L, S)``,
+        both in the input dtype. ``weights`` are the softmax probabilities
+        *before* dropout; each row sums to 1 over the allowed keys. A query
+        whose keys are all forbidden gets an all-zero row of weights and a
+        zero output (not NaN), and zero gradients in the backward pass.
+
+    Numerics:
+        The softmax (``torch.softmax``) subtracts each row's maximum before
+        exponentiating, so large logits do not overflow. float16/bfloat16
+        inputs are computed in float32 and the results cast back.
+
+    Raises:
+        ValueError: for inputs with fewer than 2 dimensions, non-floating or
+            mixed dtypes, mismatched ``d_k`` between query and key, mismatched
+            ``S`` between key and value, batch dimensions that do not
+            broadcast, a mask that does not broadcast to ``(..., L, S)``, a
+            mask that is neither bool nor floating, or ``dropout_p`` outside [0, 1).
+    """
+    check_attention_inputs("scaled_dot_product_attention", query, key, value, attn_mask)
+    if not 0.0 <= dropout_p < 1.0:
+        raise ValueError(
+            f"scaled_dot_product_attention: expected 0 <= dropout_p < 1, received {dropout_p}"
+        )
+    in_dtype = query.dtype
+    compute_dtype = torch.float32 if in_dtype in _HALF_DTYPES else in_dtype
+    q, k, v = query.to(compute_dtype), key.to(compute_dtype), value.to(compute_dtype)
+    L, S, d_k = q.shape[-2], k.shape[-2], q.shape[-1]
+
+    # 1. Scores: every query against every key, scaled by 1/sqrt(d_k). Scaling the queries
+    #    (L x d_k numbers) costs less than scaling the scores (L x S) and gives the same result.
+    scores = (q / math.sqrt(d_k)) @ k.transpose(-2, -1)  # (..., L, S)
+
+    # 2. Masking: add M (0 = allowed, -inf = forbidden).
+    bias = _mask_to_bias(attn_mask, is_causal, L, S, compute_dtype, q.device)
+    if bias is not None:
+        scores = scores + bias  # (..., L, S)
+
+    # 3. Softmax over the keys. torch.softmax subtracts each row's maximum before exponentiating,
+    #    so large logits do not overflow. A row whose keys are all forbidden would be
+    #    exp(-inf) / sum(exp(-inf)) = 0/0 = NaN: such rows are given zero scores before the
+    #    softmax and zero weights after it, which also keeps their gradients at zero.
+    blocked = None
+    if bias is not None:
+        # (..., L, 1), read from the small mask
+        blocked = torch.isneginf(bias).all(dim=-1, keepdim=True)
+        blocked = blocked if bool(blocked.any()) else None
+    if blocked is not None:
+        scores = scores.masked_fill(blocked, 0.0)
+    weights = torch.softmax(scores, dim=-1)  # (..., L, S), each row sums to 1 over allowed keys
+    if blocked is not None:
+        weights = weights.masked_fill(blocked, 0.0)
+
+    # 4. Weighted sum of the values.
+    dropped = F.dropout(weights, p=dropout_p, training=True) if dropout_p > 0 else weights
+    output = dropped @ v  # (..., L, d_v)
+    return output.to(in_dtype), weights.to(in_dtype)
+
+
+class MultiHeadAttention(nn.Module):
+    """Multi-head attention (Vaswani et al., 2017, Sec. 3.2.2), batch-first.
+
+    ``MultiHead(Q, K, V) = Concat(head_0, ..., head_{H-1}) W^O`` with
+    ``head_h = Attention(Q W_h^Q, K W_h^K, V W_h^V)`` for ``h = 0, ..., H - 1``
+    (heads counted from 0, as in the book and the code; the paper counts them
+    from 1 and writes ``h`` for their number). Each head works in
+    ``d_head = d_model / n_heads`` dimensions. Self-attention passes the same
+    tensor as query, key and value; cross-attention passes the decoder states
+    as query and the encoder output as key and value.
+
+    Args:
+        d_model: model width D (input and output features).
+        n_heads: number of heads H; must divide ``d_model``.
+        dropout: dropout probability on the attention weights (training only).
+        bias: whether the four projections have biases.
+
+    Attributes:
+        q_proj, k_proj, v_proj, out_proj: ``nn.Linear(d_model, d_model)``.
+
+    Raises:
+        ValueError: if ``d_model`` is not divisible by ``n_heads``, or either is not positive.
+    """
+
+    def __init__(self, d_model: int, n_heads: int, dropout: float = 0.0, bias: bool = True) -> None:
+        super().__init__()
+        if d_model < 1 or n_heads < 1:
+            raise ValueError(
+                f"MultiHeadAttention: expected positive d_model and n_heads, received {d_model}, {n_heads}"
+            )
+        if d_model % n_heads != 0:
+            raise ValueError(
+                f"MultiHeadAttention: d_model must be divisible by n_heads, received d_model={d_model}, "
+                f"n_heads={n_heads} (d_model % n_heads = {d_model % n_heads})"
+            )
+        self.d_model, self.n_heads, self.d_head = d_model, n_heads, d_model // n_heads
+        self.dropout = dropout
+        self.q_proj = nn.Linear(d_model, d_model, bias=bias)
+        self.k_proj = nn.Linear(d_model, d_model, bias=bias)
+        self.v_proj = nn.Linear(d_model, d_model, bias=bias)
+        self.out_proj = nn.Linear(d_model, d_model, bias=bias)
+
+    def _split_heads(self, x: Tensor) -> Tensor:
+        B, T, _ = x.shape
+        # (B, T, D) -> (B, H, T, d_head)
+        return x.view(B, T, self.n_heads, self.d_head).transpose(1, 2)
+
+    def forward(
+        self,
+        query: Tensor,
+        key: Tensor,
+        value: Tensor,
+        attn_mask: Tensor | None = None,
+        is_causal: bool = False,
+    ) -> tuple[Tensor, Tensor]:
+        """Attend from ``query`` positions to ``key``/``value`` positions.
+
+        Args:
+            query: ``(B, L, d_model)``.
+            key: ``(B, S, d_model)``.
+            value: ``(B, S, d_model)``.
+            attn_mask: bool (``True`` = may attend) or float (added) mask of
+                shape ``(L, S)``, ``(B, L, S)`` or ``(B|1, H|1, L, S)``; e.g.
+                :func:`~transformer_lite.nn.masks.padding_mask` gives ``(B, 1, 1, S)``.
+            is_causal: apply the bottom-right-aligned causal mask.
+
+        Returns:
+            ``(output, weights)``: ``(B, L, d_model)`` and the per-head
+            attention weights ``(B, H, L, S)`` (never averaged over heads).
+
+        Raises:
+            ValueError: if an input is not 3-D with last dimension ``d_model``,
+                batch sizes differ, key and value lengths differ, or the mask
+                has an unsupported shape or dtype.
+        """
+        for name, t in (("query", query), ("key", key), ("value", value)):
+            if t.dim() != 3 or t.shape[-1] != self.d_model:
+                raise ValueError(
+                    f"MultiHeadAttention: expected {name} of shape (B, len, {self.d_model}), "
+                    f"received {tuple(t.shape)}"
+                )
+        if not (query.shape[0] == key.shape[0] == value.shape[0]):
+            raise ValueError(
+                "MultiHeadAttention: expected one batch size B, received query "
+                f"{tuple(query.shape)}, key {tuple(key.shape)}, value {tuple(value.shape)}"
+            )
+        if key.shape[1] != value.shape[1]:
+            raise ValueError(
+                f"MultiHeadAttention: expected key and value of one length S, received key "
+                f"{tuple(key.shape)} and value {tuple(value.shape)}"
+            )
+        if attn_mask is not None and isinstance(attn_mask, Tensor):
+            if attn_mask.dim() == 3:
+                # (B, L, S) -> (B, 1, L, S): same mask for every head
+                attn_mask = attn_mask.unsqueeze(1)
+            elif attn_mask.dim() not in (2, 4):
+                raise ValueError(
+                    "MultiHeadAttention: expected attn_mask of shape (L, S), (B, L, S) or (B, H, L, S), "
+                    f"received {tuple(attn_mask.shape)}"
+                )
+        B, L, _ = query.shape
+        q = self._split_heads(self.q_proj(query))  # (B, H, L, d_head)
+        k = self._split_heads(self.k_proj(key))  # (B, H, S, d_head)
+        v = self._split_heads(self.v_proj(value))  # (B, H, S, d_head)
+        p = self.dropout if self.training else 0.0
+        heads, weights = scaled_dot_product_attention(
+            q, k, v, attn_mask=attn_mask, is_causal=is_causal, dropout_p=p
+        )
+        merged = heads.transpose(1, 2).reshape(B, L, self.d_model)  # (B, H, L, d_head) -> (B, L, D)
+        return self.out_proj(merged), weights
+
+    @classmethod
+    def from_torch(cls, m: nn.MultiheadAttention) -> MultiHeadAttention:
+        """Build a :class:`MultiHeadAttention` with the weights of a ``torch.nn.MultiheadAttention``.
+
+        Copies the packed input projection ``in_proj_weight`` (rows: query,
+        key, value) and ``out_proj``; dtype and device follow ``m``. Our module
+        is always batch-first, whatever ``m.batch_first`` says.
+
+        Raises:
+            ValueError: if ``m`` is not an ``nn.MultiheadAttention``, or uses
+                ``kdim``/``vdim`` different from ``embed_dim``, ``add_bias_kv``
+                or ``add_zero_attn`` (not supported here).
+        """
+        if not isinstance(m, nn.MultiheadAttention):
+            raise ValueError(
+                f"MultiHeadAttention.from_torch: expected nn.MultiheadAttention, received {type(m).__name__}"
+            )
+        if not m._qkv_same_embed_dim or m.bias_k is not None or m.add_zero_attn:
+            raise ValueError(
+                "MultiHeadAttention.from_torch: kdim/vdim != embed_dim, add_bias_kv and add_zero_attn "
+                "are not supported"
+            )
+        D = m.embed_dim
+        ours = cls(D, m.num_heads, dropout=m.dropout, bias=m.in_proj_bias is not None)
+        ours = ours.to(dtype=m.in_proj_weight.dtype, device=m.in_proj_weight.device)
+        with torch.no_grad():
+            for i, proj in enumerate((ours.q_proj, ours.k_proj, ours.v_proj)):
+                proj.weight.copy_(m.in_proj_weight[i * D : (i + 1) * D])
+                if proj.bias is not None:
+                    proj.bias.copy_(m.in_proj_bias[i * D : (i + 1) * D])
+            ours.out_proj.weight.copy_(m.out_proj.weight)
+            if ours.out_proj.bias is not None:
+                ours.out_proj.bias.copy_(m.out_proj.bias)
+        return ours
+
+
+KVPair = tuple[Tensor, Tensor]
+
+
+class GroupedQueryAttention(nn.Module):
+    """Self-attention in which groups of query heads share key/value heads.
+
+    Args:
+        d_model: model width D (input and output features).
+        n_heads: number of query heads H; must divide ``d_model`` (``d_head = d_model // n_heads``).
+        n_kv_heads: number of key/value heads; must divide ``n_heads``. ``None`` means ``n_heads``.
+        dropout: dropout probability on the attention weights (training only).
+        bias: whether the four projections have biases (False in Llama/SmolLM2).
+        rotary: a :class:`~transformer_lite.nn.positional.RotaryEmbedding` of width
+            ``d_head`` applied to queries and keys (RoPE), or ``None`` for none.
+
+    Attributes:
+        q_proj: ``nn.Linear(d_model, n_heads * d_head)``;
+        k_proj, v_proj: ``nn.Linear(d_model, n_kv_heads * d_head)``;
+        out_proj: ``nn.Linear(n_heads * d_head, d_model)``.
+
+    Raises:
+        ValueError: if a size is not positive, ``n_heads`` does not divide ``d_model``,
+            ``n_kv_heads`` does not divide ``n_heads``, or ``rotary.d_head != d_head``.
+    """
+
+    def __init__(
+        self,
+        d_model: int,
+        n_heads: int,
+        n_kv_heads: int | None = None,
+        dropout: float = 0.0,
+        bias: bool = False,
+        rotary: RotaryEmbedding | None = None,
+    ) -> None:
+        super().__init__()
+        n_kv_heads = n_heads if n_kv_heads is None else n_kv_heads
+        if d_model < 1 or n_heads < 1 or n_kv_heads < 1:
+            raise ValueError(
+                f"GroupedQueryAttention: expected positive d_model, n_heads, n_kv_heads, received "
+                f"{d_model}, {n_heads}, {n_kv_heads}"
+            )
+        if d_model % n_heads != 0:
+            raise ValueError(
+                f"GroupedQueryAttention: d_model must be divisible by n_heads, received "
+                f"d_model={d_model}, n_heads={n_heads}"
+            )
+        if n_heads % n_kv_heads != 0:
+            raise ValueError(
+                f"GroupedQueryAttention: n_heads must be divisible by n_kv_heads, received "
+                f"n_heads={n_heads}, n_kv_heads={n_kv_heads}"
+            )
+        self.d_model, self.n_heads, self.n_kv_heads = d_model, n_heads, n_kv_heads
+        self.d_head = d_model // n_heads
+        self.group_size = n_heads // n_kv_heads  # G query heads per key/value head
+        if rotary is not None and rotary.d_head != self.d_head:
+            raise ValueError(
+                f"GroupedQueryAttention: expected a RotaryEmbedding of d_head={self.d_head}, "
+                f"received d_head={rotary.d_head}"
+            )
+        self.dropout, self.rotary = dropout, rotary
+        self.q_proj = nn.Linear(d_model, n_heads * self.d_head, bias=bias)
+        self.k_proj = nn.Linear(d_model, n_kv_heads * self.d_head, bias=bias)
+        self.v_proj = nn.Linear(d_model, n_kv_heads * self.d_head, bias=bias)
+        self.out_proj = nn.Linear(n_heads * self.d_head, d_model, bias=bias)
+
+    def _check(self, x: Tensor, past_kv: KVPair | None) -> int:
+        """Validate the inputs and return the number of cached positions ``S_past``."""
+        if x.dim() != 3 or x.shape[-1] != self.d_model:
+            raise ValueError(
+                f"GroupedQueryAttention: expected x of shape (B, L, {self.d_model}), "
+                f"received {tuple(x.shape)}"
+            )
+        if past_kv is None:
+            return 0
+        past_k, past_v = past_kv
+        S_past = past_k.shape[-2] if past_k.dim() == 4 else "S_past"
+        expected = (x.shape[0], self.n_kv_heads, S_past, self.d_head)
+        for name, t in (("key", past_k), ("value", past_v)):
+            if tuple(t.shape) != expected:
+                raise ValueError(
+                    f"GroupedQueryAttention: expected cached {name} of shape (B, n_kv_heads, S_past, "
+                    f"d_head) = {expected}, received {tuple(t.shape)}"
+                )
+        return past_k.shape[-2]
+
+    def _group_mask(self, attn_mask: Tensor | None) -> Tensor | None:
+        """Reshape a mask broadcastable to ``(B, H, L, S)`` so that it broadcasts to ``(B, H_kv, G, L, S)``."""
+        if attn_mask is None or attn_mask.dim() <= 2:
+            return attn_mask  # (L, S) broadcasts as it is
+        if attn_mask.dim() == 3:
+            return attn_mask[:, None, None]  # (B, L, S) -> (B, 1, 1, L, S)
+        if attn_mask.dim() == 4 and attn_mask.shape[1] == 1:
+            return attn_mask[:, None]  # (B, 1, L, S) -> (B, 1, 1, L, S)
+        if attn_mask.dim() == 4 and attn_mask.shape[1] == self.n_heads:
+            Bm, _, Lm, Sm = attn_mask.shape
+            # (B, H_kv, G, L, S)
+            return attn_mask.reshape(Bm, self.n_kv_heads, self.group_size, Lm, Sm)
+        raise ValueError(
+            f"GroupedQueryAttention: expected attn_mask of shape (L, S), (B, L, S), (B, 1, L, S) or "
+            f"(B, {self.n_heads}, L, S), received {tuple(attn_mask.shape)}"
+        )
+
+    def forward(
+        self,
+        x: Tensor,
+        past_kv: KVPair | None = None,
+        attn_mask: Tensor | None = None,
+        is_causal: bool = False,
+    ) -> tuple[Tensor, Tensor, KVPair]:
+        """Attend from the ``L`` new positions to the cached and the new positions.
+
+        Args:
+            x: ``(B, L, d_model)``, the new positions.
+            past_kv: ``None``, or the ``(keys, values)`` returned by a previous call,
+                each ``(B, n_kv_heads, S_past, d_head)`` (keys already rotated).
+            attn_mask: bool (``True`` = may attend) or float (added) mask of shape
+                ``(L, S)``, ``(B, L, S)``, ``(B, 1, L, S)`` or ``(B, H, L, S)`` with
+                ``S = S_past + L``; combined with the causal mask if ``is_causal``.
+            is_causal: apply the causal mask, aligned bottom-right (the new
+                positions are the last ``L`` of the ``S``).
+
+        Returns:
+            ``(output, weights, present_kv)``: output ``(B, L, d_model)``, the
+            per-query-head attention weights ``(B, H, L, S)``, and the keys and
+            values of all ``S`` positions, each ``(B, n_kv_heads, S, d_head)``, to
+            pass as ``past_kv`` at the next step.
+
+        Raises:
+            ValueError: if ``x`` is not ``(B, L, d_model)``, a cached tensor has the
+                wrong shape, or the mask has an unsupported shape or dtype.
+        """
+        S_past = self._check(x, past_kv)
+        B, L, _ = x.shape
+        H, H_kv, G, d_head = self.n_heads, self.n_kv_heads, self.group_size, self.d_head
+        # (B, L, H*d_head) -> (B, H, L, d_head)
+        q = self.q_proj(x).view(B, L, H, d_head).transpose(1, 2)
+        k = self.k_proj(x).view(B, L, H_kv, d_head).transpose(1, 2)  # (B, H_kv, L, d_head)
+        v = self.v_proj(x).view(B, L, H_kv, d_head).transpose(1, 2)  # (B, H_kv, L, d_head)
+        if self.rotary is not None:  # the new rows sit at positions S_past .. S_past + L - 1
+            q, k = self.rotary(q, offset=S_past), self.rotary(k, offset=S_past)
+        if past_kv is not None:
+            k = _cat_time(past_kv[0], k)  # (B, H_kv, S, d_head)
+            v = _cat_time(past_kv[1], v)  # (B, H_kv, S, d_head)
+        S = k.shape[-2]
+        # Group the query heads: G of them share each key/value head. Broadcasting over
+        # the group axis replaces copying each key/value head G times.
+        q_grouped = q.reshape(B, H_kv, G, L, d_head)  # (B, H_kv, G, L, d_head)
+        p = self.dropout if self.training else 0.0
+        out, weights = scaled_dot_product_attention(
+            q_grouped,
+            k[:, :, None],
+            v[:, :, None],  # keys/values (B, H_kv, 1, S, d_head)
+            attn_mask=self._group_mask(attn_mask),
+            is_causal=is_causal,
+            dropout_p=p,
+        )
+        # (B, L, H*d_head)
+        out = out.reshape(B, H, L, d_head).transpose(1, 2).reshape(B, L, H * d_head)
+        weights = weights.reshape(B, H, L, S)  # (B, H_kv, G, L, S) -> (B, H, L, S)
+        return self.out_proj(out), weights, (k, v)
+
+    @classmethod
+    def from_mha(cls, m: MultiHeadAttention) -> GroupedQueryAttention:
+        """The same function as a :class:`~transformer_lite.nn.attention.MultiHeadAttention` (``n_kv_heads = n_heads``).
+
+        Copies the four projections (with their biases, if any); no rotary embedding.
+
+        Raises:
+            ValueError: if ``m`` is not a :class:`MultiHeadAttention`.
+        """
+        if not isinstance(m, MultiHeadAttention):
+            raise ValueError(
+                f"GroupedQueryAttention.from_mha: expected MultiHeadAttention, "
+                f"received {type(m).__name__}"
+            )
+        ours = cls(
+            m.d_model, m.n_heads, m.n_heads, dropout=m.dropout, bias=m.q_proj.bias is not None
+        )
+        ours = ours.to(dtype=m.q_proj.weight.dtype, device=m.q_proj.weight.device)
+        ours.load_state_dict(m.state_dict())
+        return ours
+
+
+def _cat_time(past: Tensor, new: Tensor) -> Tensor:
+    """Append ``new`` ``(B, H_kv, L, d)`` after ``past`` ``(B, H_kv, S_past, d)`` along the position axis."""
+    if past.dtype != new.dtype or past.device != new.device:
+        raise ValueError(
+            f"GroupedQueryAttention: expected a cache of dtype {new.dtype} on {new.device}, "
+            f"received {past.dtype} on {past.device}"
+        )
+    return torch.cat((past, new), dim=-2)

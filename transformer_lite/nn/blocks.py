@@ -1,0 +1,457 @@
+"""The transformer (encoder) block: self-attention and feed-forward sublayers,
+each wrapped in a residual connection and layer normalization.
+
+Sources: Vaswani et al. (2017), Sec. 3.1 (post-norm: ``LayerNorm(x + Sublayer(x))``);
+Xiong et al. (2020), "On Layer Normalization in the Transformer Architecture"
+(pre-norm: ``x + Sublayer(LayerNorm(x))``), used by GPT-2 and most recent LLMs.
+Every block below writes its sublayers through one function, :func:`residual`.
+
+The decoder-only (GPT-style) block, :class:`CausalTransformerBlock`: the same block
+with causal grouped-query self-attention, RMSNorm/SwiGLU options and a key/value cache
+(Radford et al., 2019; Touvron et al., 2023, Sec. 2.2).
+
+The decoder block of an encoder-decoder transformer: self-attention, cross-attention, feed-forward.
+
+Source: Vaswani et al. (2017), Sec. 3.1: "In addition to the two sub-layers in
+each encoder layer, the decoder inserts a third sub-layer, which performs
+multi-head attention over the output of the encoder stack"; each sublayer has
+a residual connection and layer normalization, and the decoder's
+self-attention is masked so that position ``i`` sees positions ``<= i`` only.
+Pre-norm as in Xiong et al. (2020). This is the same computation as
+``torch.nn.TransformerDecoderLayer`` (see :meth:`DecoderBlock.from_torch`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from .attention import GroupedQueryAttention, KVPair, MultiHeadAttention
+from .feedforward import PositionwiseFeedForward, SwiGLUFeedForward
+from .normalization import LayerNorm, RMSNorm
+from .positional import RotaryEmbedding
+
+__all__ = ["residual", "TransformerBlock", "CausalTransformerBlock", "DecoderBlock"]
+
+
+def residual(
+    x: Tensor,
+    sublayer: Callable[[Tensor], Tensor | tuple],
+    norm: nn.Module,
+    dropout: nn.Module,
+    norm_first: bool,
+) -> Tensor | tuple:
+    """One sublayer in its residual connection, pre-norm or post-norm.
+
+    Pre-norm (``norm_first=True``; Xiong et al., 2020): ``x + dropout(sublayer(norm(x)))``.
+    Post-norm (Vaswani et al., 2017, Sec. 3.1 and 5.4): ``norm(x + dropout(sublayer(x)))``.
+
+    Args:
+        x: ``(B, L, D)`` input of the sublayer, and the residual stream.
+        sublayer: a function of ``(B, L, D)``, returning ``(B, L, D)`` or a tuple whose
+            first element is ``(B, L, D)`` (attention returns its weights as well).
+        norm: the normalization (``LayerNorm`` or ``RMSNorm``) of this sublayer.
+        dropout: the dropout applied to the sublayer's output before the sum.
+        norm_first: pre-norm if True, post-norm if False.
+
+    Returns:
+        ``(B, L, D)``; or, if ``sublayer`` returned a tuple, the same tuple with its
+        first element replaced by the new residual stream.
+
+    The callers are the blocks of this module; they pass tensors of the right shape.
+    """
+    out = sublayer(norm(x) if norm_first else x)
+    out, *extra = out if isinstance(out, tuple) else (out,)
+    y = x + dropout(out) if norm_first else norm(x + dropout(out))
+    return (y, *extra) if extra else y
+
+
+def torch_activation_name(fn) -> str | None:
+    """``"relu"`` or ``"gelu"`` for the activations our feed-forward network computes exactly, else ``None``.
+
+    Accepts what ``nn.TransformerEncoderLayer`` and ``nn.TransformerDecoderLayer`` store in
+    ``.activation``: ``F.relu``/``F.gelu`` or ``nn.ReLU()``/``nn.GELU()``. ``nn.GELU(approximate="tanh")``
+    is a different function and gives ``None``.
+    """
+    if fn is F.relu or isinstance(fn, nn.ReLU):
+        return "relu"
+    if fn is F.gelu or (isinstance(fn, nn.GELU) and fn.approximate == "none"):
+        return "gelu"
+    return None
+
+
+def _check_torch_layer(owner: str, layer: nn.Module, expected: type) -> str:
+    """Validate a torch transformer layer for ``from_torch`` and return its activation's name."""
+    if not isinstance(layer, expected):
+        raise ValueError(
+            f"{owner}.from_torch: expected nn.{expected.__name__}, received {type(layer).__name__}"
+        )
+    activation = torch_activation_name(layer.activation)
+    if activation is None:
+        raise ValueError(
+            f"{owner}.from_torch: expected a ReLU or exact GELU activation, "
+            f"received {layer.activation!r}"
+        )
+    if layer.linear1.bias is None:
+        raise ValueError(f"{owner}.from_torch: layers built with bias=False are not supported")
+    return activation
+
+
+def _copy_feed_forward(ff: PositionwiseFeedForward, layer: nn.Module) -> None:
+    """Copy ``layer.linear1``/``layer.linear2`` of a torch transformer layer into ``ff``."""
+    ff.load_state_dict(
+        {
+            "linear1.weight": layer.linear1.weight,
+            "linear1.bias": layer.linear1.bias,
+            "linear2.weight": layer.linear2.weight,
+            "linear2.bias": layer.linear2.bias,
+        }
+    )
+
+
+def make_norm(kind: str, d_model: int, eps: float) -> nn.Module:
+    """``RMSNorm`` if ``kind == "rmsnorm"``, else ``LayerNorm`` (the callers validate ``kind``)."""
+    return RMSNorm(d_model, eps=eps) if kind == "rmsnorm" else LayerNorm(d_model, eps=eps)
+
+
+class TransformerBlock(nn.Module):
+    """One transformer encoder block (or a decoder-only block when used with ``is_causal=True``).
+
+    Post-norm (``norm_first=False``, the original Transformer and BERT)::
+
+        x = norm1(x + dropout(self_attn(x)))
+        x = norm2(x + dropout(ff(x)))
+
+    Pre-norm (``norm_first=True``, GPT-2 and later)::
+
+        x = x + dropout(self_attn(norm1(x)))
+        x = x + dropout(ff(norm2(x)))
+
+    Args:
+        d_model: model width D.
+        n_heads: number of attention heads H (must divide ``d_model``).
+        d_ff: hidden width of the feed-forward network.
+        dropout: dropout on attention weights, in the feed-forward network and on each sublayer output.
+        activation: ``"relu"`` or ``"gelu"``.
+        norm_first: pre-norm if True, post-norm if False.
+        eps: LayerNorm epsilon.
+
+    Attributes:
+        self_attn (MultiHeadAttention), ff (PositionwiseFeedForward), norm1, norm2 (LayerNorm).
+
+    Raises:
+        ValueError: as :class:`MultiHeadAttention` and :class:`PositionwiseFeedForward`.
+    """
+
+    def __init__(
+        self,
+        d_model: int,
+        n_heads: int,
+        d_ff: int,
+        dropout: float = 0.0,
+        activation: str = "relu",
+        norm_first: bool = False,
+        eps: float = 1e-5,
+    ) -> None:
+        super().__init__()
+        self.norm_first = norm_first
+        self.self_attn = MultiHeadAttention(d_model, n_heads, dropout=dropout)
+        self.ff = PositionwiseFeedForward(d_model, d_ff, activation=activation, dropout=dropout)
+        self.norm1 = LayerNorm(d_model, eps=eps)
+        self.norm2 = LayerNorm(d_model, eps=eps)
+        self.dropout1 = nn.Dropout(dropout)
+        self.dropout2 = nn.Dropout(dropout)
+
+    def forward(
+        self, x: Tensor, attn_mask: Tensor | None = None, is_causal: bool = False
+    ) -> tuple[Tensor, Tensor]:
+        """Apply the block to ``x`` of shape ``(B, L, d_model)``.
+
+        Args:
+            x: ``(B, L, d_model)``.
+            attn_mask: bool (``True`` = may attend) or float mask, as in :class:`MultiHeadAttention`.
+            is_causal: apply the causal mask.
+
+        Returns:
+            ``(y, weights)``: ``y`` of shape ``(B, L, d_model)`` and the self-attention
+            weights ``(B, H, L, L)``.
+
+        Raises:
+            ValueError: as :meth:`MultiHeadAttention.forward`.
+        """
+
+        def self_attention(h: Tensor) -> tuple[Tensor, Tensor]:
+            return self.self_attn(h, h, h, attn_mask=attn_mask, is_causal=is_causal)
+
+        x, weights = residual(x, self_attention, self.norm1, self.dropout1, self.norm_first)
+        x = residual(x, self.ff, self.norm2, self.dropout2, self.norm_first)
+        return x, weights
+
+    @classmethod
+    def from_torch(cls, layer: nn.TransformerEncoderLayer) -> TransformerBlock:
+        """Build a :class:`TransformerBlock` computing the same function as an ``nn.TransformerEncoderLayer``.
+
+        Unlike the torch layer, which returns the output tensor only, ours returns
+        ``(y, weights)``: the chapters plot what each head attends to.
+
+        Copies the attention, feed-forward and both layer norms, and reads
+        ``norm_first``, the activation (ReLU or GELU), dropout and eps. Remember
+        that the torch layer's boolean ``src_mask`` means ``True`` = blocked,
+        the opposite of ours.
+
+        Raises:
+            ValueError: if ``layer`` is not an ``nn.TransformerEncoderLayer``, has an
+                activation other than ReLU or the exact GELU, or was built with ``bias=False``.
+        """
+        activation = _check_torch_layer("TransformerBlock", layer, nn.TransformerEncoderLayer)
+        ours = cls(
+            layer.self_attn.embed_dim,
+            layer.self_attn.num_heads,
+            layer.linear1.out_features,
+            dropout=layer.dropout.p,
+            activation=activation,
+            norm_first=layer.norm_first,
+            eps=layer.norm1.eps,
+        )
+        # Cast before copying: load_state_dict copies into the existing (float32) parameters, which would round.
+        ours = ours.to(dtype=layer.linear1.weight.dtype, device=layer.linear1.weight.device)
+        ours.self_attn = MultiHeadAttention.from_torch(layer.self_attn)
+        ours.norm1 = LayerNorm.from_torch(layer.norm1)
+        ours.norm2 = LayerNorm.from_torch(layer.norm2)
+        _copy_feed_forward(ours.ff, layer)
+        return ours.to(dtype=layer.linear1.weight.dtype, device=layer.linear1.weight.device)
+
+
+class CausalTransformerBlock(nn.Module):
+    """A decoder-only block: causal (grouped-query) self-attention and a feed-forward network,
+    each in a residual connection with a normalization, able to reuse cached keys and values.
+
+    Pre-norm (``norm_first=True``): ``x = x + attn(norm1(x)); x = x + ff(norm2(x))``.
+    Post-norm: ``x = norm1(x + attn(x)); x = norm2(x + ff(x))``. With LayerNorm,
+    ``n_kv_heads = n_heads``, no rotary embedding and a ReLU/GELU network it computes
+    the same as :class:`~transformer_lite.nn.blocks.TransformerBlock` called with
+    ``is_causal=True``, and its parameters have the same names.
+
+    Args:
+        d_model, n_heads, d_ff, dropout, norm_first, eps: as in :class:`TransformerBlock`.
+        activation: ``"relu"``, ``"gelu"`` (:class:`PositionwiseFeedForward`) or ``"swiglu"``
+            (:class:`~transformer_lite.nn.feedforward.SwiGLUFeedForward`).
+        n_kv_heads: key/value heads (``None`` = ``n_heads``).
+        norm: ``"layernorm"`` or ``"rmsnorm"``.
+        bias: biases in the projections.
+        rotary: a :class:`RotaryEmbedding` for queries and keys, or ``None``.
+
+    Raises:
+        ValueError: as :class:`GroupedQueryAttention` and the feed-forward networks.
+    """
+
+    def __init__(
+        self,
+        d_model: int,
+        n_heads: int,
+        d_ff: int,
+        dropout: float = 0.0,
+        activation: str = "gelu",
+        norm_first: bool = True,
+        eps: float = 1e-5,
+        n_kv_heads: int | None = None,
+        norm: str = "layernorm",
+        bias: bool = True,
+        rotary: RotaryEmbedding | None = None,
+    ) -> None:
+        super().__init__()
+        self.norm_first = norm_first
+        self.self_attn = GroupedQueryAttention(
+            d_model, n_heads, n_kv_heads, dropout=dropout, bias=bias, rotary=rotary
+        )
+        if activation == "swiglu":
+            self.ff = SwiGLUFeedForward(d_model, d_ff, dropout=dropout, bias=bias)
+        else:
+            self.ff = PositionwiseFeedForward(d_model, d_ff, activation=activation, dropout=dropout)
+        self.norm1 = make_norm(norm, d_model, eps)
+        self.norm2 = make_norm(norm, d_model, eps)
+        self.dropout1 = nn.Dropout(dropout)
+        self.dropout2 = nn.Dropout(dropout)
+
+    def forward(self, x: Tensor, past_kv: KVPair | None = None) -> tuple[Tensor, Tensor, KVPair]:
+        """Apply the block to the new positions ``x`` ``(B, L, d_model)``.
+
+        Args:
+            x: ``(B, L, d_model)``.
+            past_kv: cached ``(keys, values)`` of this layer, each ``(B, n_kv_heads, S_past, d_head)``, or ``None``.
+
+        Returns:
+            ``(y, weights, present_kv)``: ``y`` ``(B, L, d_model)``, attention weights
+            ``(B, H, L, S_past + L)``, and this layer's keys and values for all positions.
+        """
+
+        def self_attention(h: Tensor) -> tuple[Tensor, Tensor, KVPair]:
+            return self.self_attn(h, past_kv=past_kv, is_causal=True)
+
+        x, weights, present = residual(
+            x, self_attention, self.norm1, self.dropout1, self.norm_first
+        )
+        x = residual(x, self.ff, self.norm2, self.dropout2, self.norm_first)
+        return x, weights, present
+
+
+class DecoderBlock(nn.Module):
+    """One decoder block: masked self-attention, cross-attention over ``memory``, feed-forward.
+
+    Post-norm (``norm_first=False``, the original Transformer)::
+
+        x = norm1(x + dropout(self_attn(x, x, x)))
+        x = norm2(x + dropout(cross_attn(x, memory, memory)))
+        x = norm3(x + dropout(ff(x)))
+
+    Pre-norm (``norm_first=True``)::
+
+        x = x + dropout(self_attn(norm1(x), norm1(x), norm1(x)))
+        x = x + dropout(cross_attn(norm2(x), memory, memory))
+        x = x + dropout(ff(norm3(x)))
+
+    In cross-attention the queries come from the decoder and the keys and
+    values from ``memory`` (the encoder's output), so each target position
+    reads from the source. ``memory`` is used as given in both variants (in a
+    pre-norm model the encoder stack's final LayerNorm has already normalized it).
+
+    Args:
+        d_model: model width D.
+        n_heads: number of attention heads H (must divide ``d_model``).
+        d_ff: hidden width of the feed-forward network.
+        dropout: dropout on attention weights, in the feed-forward network and on each sublayer output.
+        activation: ``"relu"`` or ``"gelu"`` (exact GELU).
+        norm_first: pre-norm if True, post-norm if False.
+        eps: LayerNorm epsilon.
+
+    Attributes:
+        self_attn, cross_attn (MultiHeadAttention), ff (PositionwiseFeedForward), norm1, norm2, norm3 (LayerNorm).
+
+    Raises:
+        ValueError: as :class:`MultiHeadAttention` and :class:`PositionwiseFeedForward`.
+    """
+
+    def __init__(
+        self,
+        d_model: int,
+        n_heads: int,
+        d_ff: int,
+        dropout: float = 0.0,
+        activation: str = "relu",
+        norm_first: bool = False,
+        eps: float = 1e-5,
+    ) -> None:
+        super().__init__()
+        self.d_model, self.norm_first = d_model, norm_first
+        self.self_attn = MultiHeadAttention(d_model, n_heads, dropout=dropout)
+        self.cross_attn = MultiHeadAttention(d_model, n_heads, dropout=dropout)
+        self.ff = PositionwiseFeedForward(d_model, d_ff, activation=activation, dropout=dropout)
+        self.norm1 = LayerNorm(d_model, eps=eps)
+        self.norm2 = LayerNorm(d_model, eps=eps)
+        self.norm3 = LayerNorm(d_model, eps=eps)
+        self.dropout1 = nn.Dropout(dropout)
+        self.dropout2 = nn.Dropout(dropout)
+        self.dropout3 = nn.Dropout(dropout)
+
+    def forward(
+        self,
+        x: Tensor,
+        memory: Tensor,
+        attn_mask: Tensor | None = None,
+        memory_mask: Tensor | None = None,
+        is_causal: bool = False,
+    ) -> tuple[Tensor, Tensor, Tensor]:
+        """Apply the block to target states ``x`` attending to the encoder output ``memory``.
+
+        The block does not make itself causal: pass ``is_causal=True`` (or a
+        causal ``attn_mask``) for a decoder that must not see future targets,
+        as with ``nn.TransformerDecoderLayer``.
+
+        Args:
+            x: ``(B, L, d_model)`` target-side states (L = target length).
+            memory: ``(B, S, d_model)`` encoder output (S = source length).
+            attn_mask: mask for the self-attention, bool (``True`` = may attend)
+                or float (added), shape ``(L, L)``, ``(B, L, L)`` or ``(B|1, H|1, L, L)``.
+            memory_mask: mask for the cross-attention, shape ``(L, S)``,
+                ``(B, L, S)`` or ``(B|1, H|1, L, S)``; e.g. ``padding_mask(src_valid)``
+                ``(B, 1, 1, S)`` hides padded source positions.
+            is_causal: apply the bottom-right-aligned causal mask to the self-attention
+                (combined with ``attn_mask`` if both are given).
+
+        Returns:
+            ``(y, self_weights, cross_weights)``: ``y`` ``(B, L, d_model)``; the
+            self-attention weights ``(B, H, L, L)``; the cross-attention weights
+            ``(B, H, L, S)`` (row ``i`` shows how target position ``i`` spreads
+            its attention over the source positions).
+
+        Raises:
+            ValueError: if ``x`` or ``memory`` is not ``(B, len, d_model)`` with one
+                batch size, or a mask has an unsupported shape or dtype.
+        """
+        for name, t in (("x", x), ("memory", memory)):
+            if not isinstance(t, Tensor) or t.dim() != 3 or t.shape[-1] != self.d_model:
+                shape = tuple(t.shape) if isinstance(t, Tensor) else type(t).__name__
+                raise ValueError(
+                    f"DecoderBlock: expected {name} of shape (B, len, {self.d_model}), received {shape}"
+                )
+        if x.shape[0] != memory.shape[0]:
+            raise ValueError(
+                f"DecoderBlock: expected x and memory with one batch size, received x {tuple(x.shape)} "
+                f"and memory {tuple(memory.shape)}"
+            )
+
+        def self_attention(h: Tensor) -> tuple[Tensor, Tensor]:
+            return self.self_attn(h, h, h, attn_mask=attn_mask, is_causal=is_causal)
+
+        def cross_attention(
+            h: Tensor,
+        ) -> tuple[Tensor, Tensor]:  # queries from the decoder, keys/values from memory
+            return self.cross_attn(h, memory, memory, attn_mask=memory_mask)
+
+        x, self_weights = residual(x, self_attention, self.norm1, self.dropout1, self.norm_first)
+        x, cross_weights = residual(x, cross_attention, self.norm2, self.dropout2, self.norm_first)
+        x = residual(x, self.ff, self.norm3, self.dropout3, self.norm_first)
+        return x, self_weights, cross_weights
+
+    @classmethod
+    def from_torch(cls, layer: nn.TransformerDecoderLayer) -> DecoderBlock:
+        """Build a :class:`DecoderBlock` computing the same function as an ``nn.TransformerDecoderLayer``.
+
+        Unlike the torch layer, which returns the output tensor only, ours returns
+        ``(y, self_weights, cross_weights)``: the chapters plot what each head attends to.
+
+        Copies both attentions (``self_attn`` and torch's ``multihead_attn``),
+        the feed-forward network and the three layer norms, and reads
+        ``norm_first``, the activation, dropout and eps; dtype and device
+        follow ``layer``. Our block is batch-first whatever ``layer.batch_first``
+        says. torch's boolean ``tgt_mask``/``memory_mask`` and key-padding
+        masks mean ``True`` = blocked, the opposite of ours.
+
+        Raises:
+            ValueError: if ``layer`` is not an ``nn.TransformerDecoderLayer``, its
+                activation is not ReLU or the exact GELU (``"relu"``/``"gelu"``,
+                ``F.relu``/``F.gelu``, ``nn.ReLU()``/``nn.GELU()``; not
+                ``nn.GELU(approximate="tanh")``), or it was built with ``bias=False``.
+        """
+        activation = _check_torch_layer("DecoderBlock", layer, nn.TransformerDecoderLayer)
+        dtype, device = layer.linear1.weight.dtype, layer.linear1.weight.device
+        ours = cls(
+            layer.self_attn.embed_dim,
+            layer.self_attn.num_heads,
+            layer.linear1.out_features,
+            dropout=layer.dropout.p,
+            activation=activation,
+            norm_first=layer.norm_first,
+            eps=layer.norm1.eps,
+        )
+        # Cast before copying: copying float64 weights into float32 parameters would round them.
+        ours = ours.to(dtype=dtype, device=device)
+        ours.self_attn = MultiHeadAttention.from_torch(layer.self_attn)
+        ours.cross_attn = MultiHeadAttention.from_torch(layer.multihead_attn)
+        ours.norm1 = LayerNorm.from_torch(layer.norm1)
+        ours.norm2 = LayerNorm.from_torch(layer.norm2)
+        ours.norm3 = LayerNorm.from_torch(layer.norm3)
+        _copy_feed_forward(ours.ff, layer)
+        return ours.to(dtype=dtype, device=device)

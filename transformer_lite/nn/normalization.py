@@ -1,0 +1,171 @@
+"""Layer normalization, written out.
+
+Source: Ba, Kiros & Hinton (2016), "Layer Normalization", Eq. (4): each
+position's feature vector is normalized by its own mean and (biased)
+variance, then scaled and shifted by learned per-feature parameters.
+
+Root-mean-square layer normalization (RMSNorm).
+
+Source: Zhang & Sennrich (2019), "Root Mean Square Layer Normalization", Eq. (4):
+
+    y = x / RMS(x) * g,    RMS(x) = sqrt(mean_i(x_i^2))
+
+with, as in every implementation, a small ``eps`` added under the square root
+so that an all-zero vector does not divide by zero.
+
+Compared with :class:`~transformer_lite.nn.normalization.LayerNorm` there is no
+mean subtraction and no bias: only the scale of each position's feature vector
+is normalized. Llama-family models (SmolLM2 among them) use it before every
+sublayer and before the language-model head.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor, nn
+
+from ..checks import check_last_dim
+
+__all__ = ["LayerNorm", "RMSNorm"]
+
+
+def _check_init(owner: str, d_model: int, eps: float) -> None:
+    if d_model < 1 or eps < 0:
+        raise ValueError(
+            f"{owner}: expected d_model >= 1 and eps >= 0, received d_model={d_model}, eps={eps}"
+        )
+
+
+class LayerNorm(nn.Module):
+    """Layer normalization over the last (feature) dimension.
+
+    ``y = (x - mean) / sqrt(var + eps) * weight + bias`` where ``mean`` and the
+    **biased** variance ``var`` (divide by D, not D - 1) are taken over the
+    ``d_model`` features of each position separately: no statistics are shared
+    across positions or across examples of a batch.
+
+    Args:
+        d_model: number of features D.
+        eps: added to the variance *inside* the square root (1e-5 as in
+            ``nn.LayerNorm``; BERT-style models use 1e-12).
+
+    Attributes:
+        weight: ``(d_model,)`` learned scale, initialised to 1.
+        bias: ``(d_model,)`` learned shift, initialised to 0.
+
+    Raises:
+        ValueError: if ``d_model`` is not positive or ``eps`` is negative.
+    """
+
+    def __init__(self, d_model: int, eps: float = 1e-5) -> None:
+        super().__init__()
+        _check_init("LayerNorm", d_model, eps)
+        self.d_model, self.eps = d_model, eps
+        self.weight = nn.Parameter(torch.ones(d_model))
+        self.bias = nn.Parameter(torch.zeros(d_model))
+
+    def forward(self, x: Tensor) -> Tensor:
+        """Normalize ``x`` of shape ``(..., d_model)``; returns the same shape and dtype.
+
+        Raises:
+            ValueError: if the last dimension of ``x`` is not ``d_model``.
+        """
+        check_last_dim("LayerNorm", x, self.d_model)
+        mean = x.mean(dim=-1, keepdim=True)  # (..., 1)
+        var = ((x - mean) ** 2).mean(dim=-1, keepdim=True)  # (..., 1), biased: divide by D
+        x_hat = (x - mean) / torch.sqrt(var + self.eps)  # (..., D)
+        return x_hat * self.weight + self.bias
+
+    def extra_repr(self) -> str:
+        return f"{self.d_model}, eps={self.eps}"
+
+    @classmethod
+    def from_torch(cls, m: nn.LayerNorm) -> LayerNorm:
+        """Build a :class:`LayerNorm` equal to a ``torch.nn.LayerNorm`` over one dimension.
+
+        A module without affine parameters (``elementwise_affine=False`` or
+        ``bias=False``) becomes weight 1 / bias 0.
+
+        Raises:
+            ValueError: if ``m`` is not an ``nn.LayerNorm`` or normalizes over more than one dimension.
+        """
+        if not isinstance(m, nn.LayerNorm) or len(m.normalized_shape) != 1:
+            shape = getattr(m, "normalized_shape", None)
+            raise ValueError(
+                f"LayerNorm.from_torch: expected nn.LayerNorm over one dimension (d_model,), "
+                f"received {type(m).__name__} with normalized_shape {shape}"
+            )
+        ours = cls(m.normalized_shape[0], eps=m.eps)
+        ref = m.weight if m.weight is not None else m.bias
+        if ref is not None:
+            ours = ours.to(dtype=ref.dtype, device=ref.device)
+        with torch.no_grad():
+            if m.weight is not None:
+                ours.weight.copy_(m.weight)
+            if m.bias is not None:
+                ours.bias.copy_(m.bias)
+        return ours
+
+
+class RMSNorm(nn.Module):
+    """RMS normalization over the last (feature) dimension, with a learned gain.
+
+    ``y = x / sqrt(mean(x**2) + eps) * weight``, the mean taken over the
+    ``d_model`` features of each position separately.
+
+    Args:
+        d_model: number of features D.
+        eps: added to the mean square *inside* the square root (1e-5 in Llama
+            and SmolLM2; ``nn.RMSNorm`` defaults to the dtype's machine epsilon).
+
+    Attributes:
+        weight: ``(d_model,)`` learned gain ``g``, initialised to 1.
+
+    Raises:
+        ValueError: if ``d_model`` is not positive or ``eps`` is negative.
+    """
+
+    def __init__(self, d_model: int, eps: float = 1e-5) -> None:
+        super().__init__()
+        _check_init("RMSNorm", d_model, eps)
+        self.d_model, self.eps = d_model, eps
+        self.weight = nn.Parameter(torch.ones(d_model))
+
+    def forward(self, x: Tensor) -> Tensor:
+        """Normalize ``x`` of shape ``(..., d_model)``; returns the same shape and dtype.
+
+        Raises:
+            ValueError: if the last dimension of ``x`` is not ``d_model``.
+        """
+        check_last_dim("RMSNorm", x, self.d_model)
+        mean_square = (x * x).mean(dim=-1, keepdim=True)  # (..., 1)
+        return x * torch.rsqrt(mean_square + self.eps) * self.weight  # (..., D)
+
+    def extra_repr(self) -> str:
+        return f"{self.d_model}, eps={self.eps}"
+
+    @classmethod
+    def from_torch(cls, m: nn.RMSNorm) -> RMSNorm:
+        """Build an :class:`RMSNorm` equal to a ``torch.nn.RMSNorm`` over one dimension.
+
+        ``m.eps=None`` (torch's default) means the machine epsilon of the
+        weight's dtype; a module without a weight (``elementwise_affine=False``)
+        becomes gain 1.
+
+        Raises:
+            ValueError: if ``m`` is not an ``nn.RMSNorm`` or normalizes over more than one dimension.
+        """
+        if not isinstance(m, nn.RMSNorm) or len(m.normalized_shape) != 1:
+            shape = getattr(m, "normalized_shape", None)
+            raise ValueError(
+                f"RMSNorm.from_torch: expected nn.RMSNorm over one dimension (d_model,), "
+                f"received {type(m).__name__} with normalized_shape {shape}"
+            )
+        dtype = m.weight.dtype if m.weight is not None else torch.get_default_dtype()
+        eps = m.eps if m.eps is not None else torch.finfo(dtype).eps
+        ours = cls(m.normalized_shape[0], eps=eps)
+        if m.weight is not None:
+            ours = ours.to(dtype=m.weight.dtype, device=m.weight.device)
+            with torch.no_grad():
+                ours.weight.copy_(m.weight)
+        return ours
