@@ -18,7 +18,8 @@ pytest_plugins = ["tests.nbval_tolerance", "pytester"]
 # and the tests that load published weights or train.
 SLOW_FILES = {"test_notebook_hygiene.py", "test_prose_numbers.py", "test_student_edition.py",
               "test_nbval_tolerance.py", "test_site.py", "test_pretrained.py", "test_smollm2.py",
-              "test_seq2seq_training.py"}
+              "test_seq2seq_training.py", "test_live_export.py", "test_launch_buttons.py",
+              "test_checkpoints.py"}
 # Single tests that train a model, generate at length or run gradcheck on a whole layer
 # (each took more than 10 s on a loaded 2-core machine): "name" or "name[parameters]".
 SLOW_TESTS = {
@@ -47,5 +48,5 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         path = Path(str(item.fspath))
         named = item.name in SLOW_TESTS or getattr(item, "originalname", None) in SLOW_TESTS
-        if path.suffix == ".ipynb" or path.name in SLOW_FILES or named:
+        if path.suffix == ".ipynb" or path.name in SLOW_FILES or "browser" in path.parts or named:
             item.add_marker(pytest.mark.slow)

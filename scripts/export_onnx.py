@@ -58,7 +58,7 @@ def load_checkpoint(path: str | Path):
     tl = _tl()
     fn = getattr(tl, "load_checkpoint", None)
     if fn is None:  # before the package exports it at the top level
-        from transformer_lite.train import load_checkpoint as fn
+        from transformer_lite.training.train import load_checkpoint as fn
     return fn(path)
 
 
@@ -131,7 +131,7 @@ def minilm_folder() -> Path:
     tl = _tl()
     fn = getattr(tl, "minilm_dir", None)
     if fn is None:
-        from transformer_lite.pretrained import minilm_dir as fn
+        from transformer_lite.pretrained.minilm import minilm_dir as fn
     return fn()
 
 

@@ -49,7 +49,7 @@ def char_checkpoint(tmp_path_factory) -> Path:
     ckpt = live_models.checkpoint_path()
     if ckpt.is_file():
         return ckpt
-    from transformer_lite.train import save_checkpoint
+    from transformer_lite.training.train import save_checkpoint
 
     torch.manual_seed(0)
     vocab = sorted(set("ROMEO\nJULIET To be, or not to be: that is the question."))

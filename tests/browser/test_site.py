@@ -16,6 +16,7 @@ it). Without it these tests fail under CI (``CI`` set) and are skipped elsewhere
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from urllib.parse import urlparse
 
