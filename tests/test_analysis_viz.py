@@ -314,6 +314,16 @@ def test_plot_head_grid_rejects_wrong_dims(attentions):
         plot_head_grid(attentions, TOKENS)
 
 
+def test_plot_head_grid_labels_only_the_chosen_tick_positions():
+    fig = plot_head_grid(torch.full((2, 2, 3, 3), 1 / 3), TOKENS, tick_positions=[0, 2])
+    heatmaps = [ax for ax in fig.axes if ax.get_images()]
+    assert _texts(heatmaps[0].get_yticklabels()) == [TOKENS[0], TOKENS[2]]
+    assert _texts(heatmaps[2].get_xticklabels()) == [TOKENS[0], TOKENS[2]]
+    assert list(heatmaps[2].get_xticks()) == [0, 2]
+    with pytest.raises(ValueError, match=r"tick positions in \[0, 3\), received \[0, 3\]"):
+        plot_head_grid(torch.full((2, 2, 3, 3), 1 / 3), TOKENS, tick_positions=[0, 3])
+
+
 def test_plot_head_grid_rejects_layers_of_different_shapes_with_value_error():
     with pytest.raises(ValueError, match="share one shape"):
         plot_head_grid([torch.ones(2, 3, 3), torch.ones(3, 3, 3)], TOKENS)

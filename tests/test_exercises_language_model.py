@@ -9,6 +9,7 @@ which must be rejected with a message naming *that* mistake. A stub raising NotI
 """
 
 import math
+import re
 
 import pytest
 import torch
@@ -300,3 +301,59 @@ def test_sample_next_token_draws_from_the_checked_distribution():
     assert freq[0] == 0 and freq[1] == 0
     stderr = math.sqrt(float(want[2] * want[3]) / n)
     assert abs(float(freq[2] - want[2])) < 4 * stderr
+
+
+# --------------------------------------------------------------------------- units (exercise 8.1) and cache size (8.4)
+# Oracles: the definitions written here (a nat is 1 / ln 2 bits; perplexity e ** loss = 2 ** bits) and, for the
+# cache, the formula of the exercise's solution, while the checker measures real KVCache tensors.
+
+from transformer_lite.exercises import check_kv_cache_bytes, check_loss_units  # noqa: E402
+
+
+@pytest.mark.parametrize("fn", [lambda loss: (loss / math.log(2), math.exp(loss)),
+                                lambda loss: [loss * math.log2(math.e), 2 ** (loss / math.log(2))]])
+def test_loss_units_accepts_correct_solutions(fn, capsys):
+    check_loss_units(fn)
+    assert "all checks passed" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("fn, mistake", [
+    (lambda loss: (loss * math.log(2), math.exp(loss)), "multiplied by ln 2"),
+    (lambda loss: (loss / math.log10(2), math.exp(loss)), "log10 instead of ln"),
+    (lambda loss: (loss / math.log(2), 2 ** loss), "2 ** loss"),
+    (lambda loss: (loss / math.log(2), math.exp(loss / math.log(2))), "exp(bits)"),
+    (lambda loss: (math.exp(loss), loss / math.log(2)), "wrong order"),
+    (lambda loss: loss / math.log(2), "expected a pair"),
+])
+def test_loss_units_names_the_mistake(fn, mistake):
+    with pytest.raises(AssertionError, match=re.escape(mistake)):
+        check_loss_units(fn)
+
+
+def kv_bytes(n_layers, n_kv_heads, d_head, n_tokens, bytes_per_number):
+    return 2 * n_layers * n_kv_heads * d_head * n_tokens * bytes_per_number
+
+
+def test_kv_cache_bytes_accepts_the_formula(capsys):
+    check_kv_cache_bytes(kv_bytes)
+    assert "all checks passed" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("fn, mistake", [
+    (lambda *a: kv_bytes(*a) // 2, "keys only"),
+    (lambda L, k, d, n, b: kv_bytes(L, 2 * k, d, n, b), "counted the query heads"),
+    (lambda *a: 8 * kv_bytes(*a), "bits instead of bytes"),
+    (lambda L, k, d, n, b: kv_bytes(L, k, d, n, 1), "bytes per number left out"),
+    (lambda L, k, d, n, b: kv_bytes(L, k, d, n + 1, b), "the cache measured"),
+])
+def test_kv_cache_bytes_names_the_mistake(fn, mistake):
+    with pytest.raises(AssertionError, match=re.escape(mistake)):
+        check_kv_cache_bytes(fn)
+
+
+def test_units_and_cache_stubs_print_not_implemented(capsys):
+    def stub(*args):
+        raise NotImplementedError
+    check_loss_units(stub)
+    check_kv_cache_bytes(stub)
+    assert capsys.readouterr().out.count("not implemented yet") == 2

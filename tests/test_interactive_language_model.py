@@ -91,7 +91,7 @@ def test_figure_default_temperatures_on_a_larger_vocabulary():
 def test_figure_top_n_larger_than_vocabulary_and_initial_state():
     fig = interactive.next_token_temperature_figure(LOGITS, LABELS, temperatures=(0.25, 0.5), top_n=50,
                                                     initial_temperature=0.5)
-    assert list(fig.data[0].x) == ["b", "␣", "\\n", "a"]
+    assert list(fig.data[0].x) == ["b", "␣", "⏎", "a"]
     assert fig.layout.sliders[0].active == 1
     assert _note(fig.layout.sliders[0].steps[1])[1] == 0.0  # nothing outside when every token is shown
 

@@ -28,7 +28,7 @@ ALLOWED: dict[str, list[str]] = {
     "*": [],
     "03": ["standard deviation 0.02"],  # the initialization of learned tables, set in the package
     "04": [
-        r"learning rate $3 \times 10^{-3}$",  # a hyperparameter of the training cell
+        r"$3 \times 10^{-3}$",  # a peak learning rate: a hyperparameter of the training cell
         "falls below 1.2",                     # the plateau threshold the code sets (PLATEAU_EXIT)
     ],
     "05": [r"rises linearly to $2 \times 10^{-3}$"],  # the peak learning rate, a hyperparameter

@@ -27,7 +27,7 @@ from ..nn.masks import causal_mask
 __all__ = [
     "check_scaled_dot_product_attention", "check_causal_mask", "check_layer_norm",
     "check_sinusoidal_positional_encoding", "check_split_merge_heads", "check_cached_causal_attention",
-    "reference_sinusoidal_positional_encoding",
+    "reference_sinusoidal_positional_encoding", "check_score_spread", "check_causal_positions",
 ]
 
 ATOL = 1e-6
@@ -232,6 +232,46 @@ def check_scaled_dot_product_attention(fn: Callable) -> None:
                 out_variants["multiplied the values by the transposed weights: use weights @ value"] = (
                     ref_w.transpose(-2, -1) @ v)
             raise _diagnose(out, out_variants, case, "output", ref_out)
+
+
+# --------------------------------------------------------------------------- chapter 1: a head's score spread
+
+@_checker("check_score_spread")
+def check_score_spread(fn: Callable) -> None:
+    """Check ``fn(weights) -> spread``: the spread over the keys of the scores behind each row of weights.
+
+    ``weights (..., L, S)`` are softmax rows ``a_ij = exp(s_ij) / sum_m exp(s_im)`` with every key allowed
+    (all weights > 0). Since ``log a_ij = s_ij - log sum_m exp(s_im)``, the log-weights of a row are its
+    scores shifted by one constant, so their population standard deviation over the keys (divide by S,
+    ``correction=0``) is that of the scores. Expected: ``(..., L)``, equal to ``scores.std(-1, correction=0)``.
+
+    Raises:
+        AssertionError: naming the likely mistake (std of the weights, not of their logarithm; the sample
+            std with correction=1; the spread over the queries instead of the keys).
+    """
+    g = _gen(2024)
+    for batch, L, S, scale in [((), 3, 3, 1.0), ((2,), 4, 7, 3.0), ((2, 3), 5, 5, 0.5), ((), 1, 9, 6.0)]:
+        case = f"weights {(*batch, L, S)} from scores of spread about {scale}"
+        scores = torch.randn(*batch, L, S, generator=g, dtype=torch.float64) * scale
+        scores = scores * torch.rand(*batch, L, 1, generator=g, dtype=torch.float64).add(0.5)  # rows differ
+        weights = torch.softmax(scores, dim=-1)
+        got = _call(fn, weights.clone())
+        _check_tensor(got, "spread", (*batch, L), case)
+        expected = scores.std(dim=-1, correction=0)
+        if _close(got, expected):
+            continue
+        log_w = weights.log()
+        variants = {
+            "the spread of the weights themselves: take the standard deviation of log(weights), which are the "
+            "scores up to one constant per row": weights.std(dim=-1, correction=0),
+            "sample standard deviation (correction=1): use the population one, correction=0, dividing by S":
+                log_w.std(dim=-1, correction=1) if S > 1 else expected,
+            "returned the variance: take its square root": log_w.var(dim=-1, correction=0),
+        }
+        if L == S:  # otherwise the shape check above already failed
+            variants["spread over the queries (dim=-2): a row is one query, its spread runs over the keys "
+                     "(dim=-1)"] = log_w.std(dim=-2, correction=0)
+        raise _diagnose(got, variants, case, "spread", expected)
 
 
 # --------------------------------------------------------------------------- causal mask
@@ -454,6 +494,44 @@ def check_cached_causal_attention(fn: Callable) -> None:
             "no causal mask: a query sees keys after its own position": scaled_dot_product_attention(q, k, v)[0],
         }
         raise _diagnose(out, variants, case, "output", ref)
+
+
+# --------------------------------------------------------------------------- chapter 2: positions from the mask
+
+@_checker("check_causal_positions")
+def check_causal_positions(fn: Callable) -> None:
+    """Check ``fn(x) -> positions``: read each token's position from one causal attention layer.
+
+    ``x (B, L, D)`` carries no positional information except that token 0 is a distinct
+    beginning-of-sequence token: feature 0 of ``x`` is 1 at position 0 and 0 at every other position (the
+    other features are arbitrary). Expected: ``positions (B, L)``, floating, equal to ``0, 1, ..., L-1`` in
+    every row (up to rounding). A causal layer with uniform weights averages feature 0 over the ``i + 1``
+    tokens that query ``i`` sees, giving ``1 / (i + 1)``: the mechanism Haviv et al. (2022) conjecture
+    lets causal language models without positional encodings infer positions.
+
+    Raises:
+        AssertionError: naming the likely mistake (returned the signal 1/(i+1), or the count i+1 of tokens
+            seen instead of the position i, or attended without the causal mask).
+    """
+    g = _gen(77)
+    for B, L, D in [(2, 5, 4), (3, 9, 6), (1, 16, 2), (1, 1, 3)]:  # L = 1 last: there 0 = L - 1
+        case = f"x {(B, L, D)}"
+        x = torch.randn(B, L, D, generator=g, dtype=torch.float64)
+        x[:, :, 0] = 0.0
+        x[:, 0, 0] = 1.0  # the beginning-of-sequence marker
+        got = _call(fn, x.clone())
+        _check_tensor(got, "positions", (B, L), case)
+        expected = torch.arange(L, dtype=torch.float64).expand(B, L)
+        if _close(got, expected):
+            continue
+        signal = 1.0 / (expected + 1.0)
+        variants = {
+            "returned the attention output 1/(i+1) itself: invert it to get the position i": signal,
+            "off by one: 1/signal counts the tokens query i sees, i + 1; the position is one less": expected + 1,
+            "no causal mask: every query sees all L tokens, so every row reads the same value; pass "
+            "is_causal=True": torch.full((B, L), L - 1.0, dtype=torch.float64),
+        }
+        raise _diagnose(got, variants, case, "positions", expected)
 
 
 # --------------------------------------------------------------------------- rotary position embedding
@@ -914,3 +992,106 @@ def check_temperature_top_k(fn: Callable) -> None:
 
 
 __all__ += ["check_next_token_loss", "check_temperature_top_k"]
+
+
+# --------------------------------------------------------------------------- chapter 8: units and cache size
+
+@_checker("check_loss_units")
+def check_loss_units(fn: Callable) -> None:
+    """Check ``fn(loss) -> (bits, perplexity)`` for a loss in nats per token (a float).
+
+    Expected: ``bits = loss / ln 2`` (one nat is ``1 / ln 2`` bits: ``ln p = ln 2 * log2 p``) and the
+    perplexity ``exp(loss)``, the number of equally likely choices with the same loss (equal to ``2 ** bits``).
+    Cases: the uniform guess over 78 symbols (``ln 78``: perplexity 78), ``ln 2`` (one bit, perplexity 2),
+    0 (certainty: 0 bits, perplexity 1) and 1.5.
+
+    Raises:
+        AssertionError: naming the likely mistake (multiplied by ln 2 instead of dividing, log10 instead of
+            ln, perplexity as ``2 ** loss`` or ``exp(bits)``, the pair in the wrong order).
+    """
+    for loss in (math.log(78), math.log(2), 0.0, 1.5):
+        case = f"loss {loss:.4f} nats"
+        got = _call(fn, loss)
+        if not (isinstance(got, (tuple, list)) and len(got) == 2):
+            raise AssertionError(f"for {case}: expected a pair (bits, perplexity), received {got!r}")
+        try:
+            bits, perplexity = float(got[0]), float(got[1])
+        except (TypeError, ValueError) as exc:
+            raise AssertionError(f"for {case}: expected two numbers (bits, perplexity), received {got!r}") from exc
+        want_bits, want_ppl = loss / math.log(2), math.exp(loss)
+        ok_bits = math.isclose(bits, want_bits, rel_tol=1e-6, abs_tol=1e-9)
+        ok_ppl = math.isclose(perplexity, want_ppl, rel_tol=1e-6, abs_tol=1e-9)
+        if ok_bits and ok_ppl:
+            continue
+        if loss > 0 and math.isclose(bits, want_ppl, rel_tol=1e-6) and math.isclose(perplexity, want_bits,
+                                                                                     rel_tol=1e-6):
+            raise AssertionError(f"for {case}: the pair is in the wrong order; return (bits, perplexity)")
+        if not ok_bits:
+            mistakes = {"multiplied by ln 2: a nat is 1 / ln 2 bits, so divide the loss by ln 2": loss * math.log(2),
+                        "log10 instead of ln: bits = loss / ln 2 (math.log(2), the natural logarithm)":
+                            loss / math.log10(2)}
+            for mistake, value in mistakes.items():
+                if loss > 0 and math.isclose(bits, value, rel_tol=1e-6):
+                    raise AssertionError(f"wrong bits for {case}. Likely mistake: {mistake}")
+            raise AssertionError(f"wrong bits for {case}: expected {want_bits:.6f}, received {bits:.6f}")
+        mistakes = {"2 ** loss: the loss is in nats, so the perplexity is e ** loss (or 2 ** bits)": 2.0 ** loss,
+                    "exp(bits): bits go with base 2, so the perplexity is 2 ** bits = e ** loss":
+                        math.exp(want_bits)}
+        for mistake, value in mistakes.items():
+            if loss > 0 and math.isclose(perplexity, value, rel_tol=1e-6):
+                raise AssertionError(f"wrong perplexity for {case}. Likely mistake: {mistake}")
+        raise AssertionError(f"wrong perplexity for {case}: expected {want_ppl:.6f}, received {perplexity:.6f}")
+
+
+@_checker("check_kv_cache_bytes")
+def check_kv_cache_bytes(fn: Callable) -> None:
+    """Check ``fn(n_layers, n_kv_heads, d_head, n_tokens, bytes_per_number) -> int``: the size of a key/value cache.
+
+    Expected: ``2 * n_layers * n_kv_heads * d_head * n_tokens * bytes_per_number`` bytes (a key and a value
+    per layer, key/value head and token; Ainslie et al., 2023, share each key/value head among several query
+    heads). The oracle is independent of that formula: for each case a small
+    :class:`~transformer_lite.language_model.DecoderOnlyTransformer` with grouped-query attention processes
+    ``n_tokens`` tokens into a :class:`~transformer_lite.language_model.KVCache`, whose tensors' bytes are
+    counted (float32: 4 bytes; float64: 8). Then SmolLM2's numbers (30 layers, 3 key/value heads of width 64,
+    8192 tokens, float32) are checked against the formula.
+
+    Raises:
+        AssertionError: naming the likely mistake (keys only, the query heads counted instead of the key/value
+            heads, bits instead of bytes, the bytes per number left out).
+    """
+    from .language_model import DecoderOnlyConfig, DecoderOnlyTransformer, KVCache
+
+    cases = [(2, 2, 4, 5, torch.float32), (3, 1, 8, 7, torch.float64), (1, 3, 2, 1, torch.float32)]
+    for n_layers, n_kv, d_head, n_tokens, dtype in cases:
+        n_heads = 2 * n_kv  # grouped-query attention: two query heads per key/value head
+        cfg = DecoderOnlyConfig(vocab_size=11, max_len=16, d_model=n_heads * d_head, n_heads=n_heads,
+                                n_layers=n_layers, d_ff=8, n_kv_heads=n_kv, positional="rotary")
+        torch.manual_seed(0)
+        model = DecoderOnlyTransformer(cfg).to(dtype).eval()
+        cache = KVCache()
+        with torch.no_grad():
+            model(torch.arange(n_tokens)[None] % 11, cache=cache)  # (1, n_tokens)
+        want = cache.num_bytes()  # measured on the cache's tensors
+        size = torch.empty((), dtype=dtype).element_size()
+        case = (f"n_layers={n_layers}, n_kv_heads={n_kv} (with {n_heads} query heads), d_head={d_head}, "
+                f"n_tokens={n_tokens}, bytes_per_number={size}")
+        got = _call(fn, n_layers, n_kv, d_head, n_tokens, size)
+        if isinstance(got, bool) or not isinstance(got, (int, float)) or got != want:
+            per = n_layers * d_head * n_tokens
+            mistakes = {"keys only: the cache holds a key AND a value per token (factor 2)": want // 2,
+                        "counted the query heads: only the n_kv_heads key/value heads are cached":
+                            2 * per * n_heads * size,
+                        "bits instead of bytes (factor 8)": 8 * want,
+                        "the bytes per number left out: that counts numbers, not bytes": want // size}
+            for mistake, value in mistakes.items():
+                if got == value:
+                    raise AssertionError(f"wrong size for {case}. Likely mistake: {mistake}")
+            raise AssertionError(f"wrong size for {case}: the cache measured {want:,} bytes, received {got!r}")
+    want = 2 * 30 * 3 * 64 * 8192 * 4
+    got = _call(fn, 30, 3, 64, 8192, 4)
+    if got != want:
+        raise AssertionError(f"wrong size for SmolLM2 (30 layers, 3 key/value heads of width 64, 8192 tokens, "
+                             f"float32): expected {want:,} bytes, received {got!r}")
+
+
+__all__ += ["check_loss_units", "check_kv_cache_bytes"]

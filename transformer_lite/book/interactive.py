@@ -311,7 +311,8 @@ def positional_offset_figure(d_model: int = 64, max_offset: int = 64, n_pairs_sh
                   args=[{"x": [feats, [k]], "y": [feats, [round(float(dots[max_offset + k]), _DECIMALS)]],
                          "z": [rot(k), None]}, [1, 2]]) for k in range(max_offset + 1)]
     fig.update_layout(
-        title=dict(text="Moving k positions on is one fixed rotation per feature pair; the dot product depends on k only"),
+        title=dict(text="Moving k positions on is one fixed rotation per feature pair;<br>"
+                   "the dot product depends on k only"),
         template="plotly_white", height=470, autosize=True, showlegend=False,
         margin=dict(l=70, r=40, t=90, b=60),
         sliders=[dict(active=0, steps=steps, currentvalue=dict(prefix="offset k = "), pad=dict(t=50))],
@@ -547,7 +548,7 @@ def rnn_gradient_figure(radii: Sequence[float] = tuple(round(0.5 + 0.05 * i, 2) 
         # the title at the top of the figure, the legend between it and the plot (never on top of each other)
         title=dict(text=f"RNN gradient reach, H = {hidden_size}: radius sets the trend, saturation pulls it down",
                    font=dict(size=14), y=0.98, yref="container", yanchor="top"),
-        template="plotly_white", height=560, autosize=True, margin=dict(l=80, r=30, t=120, b=60),
+        template="plotly_white", height=550, autosize=True, margin=dict(l=80, r=30, t=105, b=60),
         legend=dict(orientation="h", yanchor="bottom", y=1.02, x=0),
         sliders=[dict(active=start, steps=steps, currentvalue=dict(prefix="spectral radius of W_hh = "),
                       pad=dict(t=60))],
@@ -629,8 +630,8 @@ def attention_cost_figure(results: dict):
     fig.update_layout(
         # two short lines: one long line is clipped at the book's column width
         title=dict(text=f"Scores grow as L², the tiled method's memory barely grows; time grows for both<br>"
-                        f"<sup>B={cfg.get('batch', '?')}, H={cfg.get('heads', '?')}, "
-                        f"d_head={cfg.get('d_head', '?')}, measured {date}</sup>", font=dict(size=13)),
+                        f"<span style='font-size:11px'>B={cfg.get('batch', '?')}, H={cfg.get('heads', '?')}, "
+                        f"d_head={cfg.get('d_head', '?')}, measured {date}</span>", font=dict(size=13)),
         template="plotly_white", height=500, autosize=True, showlegend=False, margin=dict(l=70, r=30, t=90, b=90),
         sliders=[dict(active=0, steps=steps, currentvalue=dict(prefix="sequence length L = "), pad=dict(t=70))],
     )
@@ -643,8 +644,9 @@ __all__ += ["attention_cost_figure"]
 # --------------------------------------------------------------------------- chapter 8: temperature
 
 def _display_char(label: str) -> str:
-    """A character as the reader should see it on an axis: newline as ``\\n``, tab as ``\\t``, space as ``␣``."""
-    return {"\n": "\\n", "\t": "\\t", " ": "␣"}.get(label, label)
+    """A character as the reader should see it on an axis: newline as ``⏎`` (the book's convention, as in its
+    matplotlib figures), tab as ``\\t``, space as ``␣``."""
+    return {"\n": "⏎", "\t": "\\t", " ": "␣"}.get(label, label)
 
 
 def next_token_temperature_figure(logits: Tensor, labels: Sequence[str],
@@ -666,7 +668,7 @@ def next_token_temperature_figure(logits: Tensor, labels: Sequence[str],
 
     Args:
         logits: ``(V,)`` floating, the next-token logits after one context.
-        labels: ``V`` strings, the raw tokens (characters); newline, tab and space are drawn as ``\\n``,
+        labels: ``V`` strings, the raw tokens (characters); newline, tab and space are drawn as ``⏎``,
             ``\\t`` and ``␣``.
         temperatures: temperatures on the slider, each ``>= 0``.
         top_n: how many tokens to draw (``min(top_n, V)`` bars).

@@ -76,7 +76,8 @@ def plot_attention(weights: Tensor | np.ndarray, query_tokens: Sequence[str], ke
 
 
 def plot_head_grid(attentions: Sequence[Tensor] | Tensor, tokens: Sequence[str], title: str = "",
-                   cmap: str = "viridis", cell_size: float = 1.15) -> plt.Figure:
+                   cmap: str = "viridis", cell_size: float = 1.15,
+                   tick_positions: Sequence[int] | None = None) -> plt.Figure:
     """All heads of all layers as a grid of small heatmaps (rows = layers, columns = heads).
 
     Args:
@@ -85,12 +86,16 @@ def plot_head_grid(attentions: Sequence[Tensor] | Tensor, tokens: Sequence[str],
         title: what the reader should notice.
         cmap: colour-blind-safe colormap; one shared scale from 0 to 1.
         cell_size: inches per small heatmap.
+        tick_positions: the positions whose token is written on the axes (default: all). When many
+            heads must fit the book's column, label a few landmarks (e.g. ``[0, L - 1]`` for
+            ``[CLS]`` and ``[SEP]``) in a legible size rather than every token in an illegible one.
 
     Returns:
         The figure.
 
     Raises:
-        ValueError: if the attention tensors are not ``(n_layers, H, L, L)`` with ``L == len(tokens)``.
+        ValueError: if the attention tensors are not ``(n_layers, H, L, L)`` with ``L == len(tokens)``,
+            or a tick position is outside ``[0, L)``.
     """
     if not isinstance(attentions, Tensor):
         shapes = {tuple(a.shape) for a in attentions}
@@ -103,21 +108,26 @@ def plot_head_grid(attentions: Sequence[Tensor] | Tensor, tokens: Sequence[str],
         raise ValueError(f"plot_head_grid: expected (n_layers, H, L, L) with L = {len(tokens)}, "
                          f"received {tuple(A.shape)}")
     n_layers, H = A.shape[:2]
+    ticks = list(range(len(tokens))) if tick_positions is None else [int(p) for p in tick_positions]
+    size, head_size = (5, 9) if tick_positions is None else (7, 8)  # few labels: legible ones
+    if any(not 0 <= p < len(tokens) for p in ticks):
+        raise ValueError(f"plot_head_grid: expected tick positions in [0, {len(tokens)}), received {ticks}")
     fig, axes = plt.subplots(n_layers, H, figsize=(cell_size * H + 1.6, cell_size * n_layers + 1.2),
                              squeeze=False, sharex=True, sharey=True, layout="constrained")
     for layer in range(n_layers):
         for head in range(H):
             ax = axes[layer, head]
             im = ax.imshow(A[layer, head].detach().cpu().double().numpy(), cmap=cmap, vmin=0, vmax=1)
-            ax.tick_params(length=0, pad=1, labelsize=5)
+            ax.tick_params(length=0, pad=1, labelsize=size)
             if layer == 0:
-                ax.set_title(f"head {head}", fontsize=9)
+                ax.set_title(f"head {head}", fontsize=head_size)
             if head == 0:
                 ax.set_ylabel(f"layer {layer}", fontsize=9)
     # The axes share their ticks, and shared inner axes hide their labels: the tokens appear on the
     # first column (queries) and the last row (keys) only.
-    axes[0, 0].set_yticks(range(len(tokens)), tokens, fontsize=5)
-    axes[-1, 0].set_xticks(range(len(tokens)), tokens, fontsize=5)
+    labels = [tokens[p] for p in ticks]
+    axes[0, 0].set_yticks(ticks, labels, fontsize=size)
+    axes[-1, 0].set_xticks(ticks, labels, fontsize=size)
     for ax in axes[-1]:
         ax.tick_params(axis="x", labelrotation=90)
     fig.supxlabel("key (attended to); in each small square the rows are the queries")
@@ -257,17 +267,17 @@ def plot_score_bias(bias: Tensor, title: str = "", head_labels: Sequence[str] | 
         lo, hi = limits[h]
         im = ax.imshow(np.ma.masked_where(blocked[h], values[h]), cmap=cmap, vmin=lo, vmax=hi,
                        aspect="auto", interpolation="nearest")
-        ax.set_title(labels[h], fontsize=9)
-        ax.set_xlabel("key position j", fontsize=8)
+        ax.set_title(labels[h], fontsize=10)
+        ax.set_xlabel("key position j", fontsize=9)
         if h % n_cols == 0:
-            ax.set_ylabel("query position i", fontsize=8)
+            ax.set_ylabel("query position i", fontsize=9)
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # positions are whole numbers
         ax.yaxis.set_major_locator(MaxNLocator(integer=True))
-        ax.tick_params(labelsize=7)
+        ax.tick_params(labelsize=8)
         if per_head:
             cbar = fig.colorbar(im, ax=ax, fraction=0.08, pad=0.03)
-            cbar.ax.tick_params(labelsize=7)
-            cbar.set_label("added to the score" + (f"\n({inf_note})" if inf_note and h == 0 else ""), fontsize=8)
+            cbar.ax.tick_params(labelsize=8)
+            cbar.set_label("added to the score" + (f"\n({inf_note})" if inf_note and h == 0 else ""), fontsize=9)
     if not per_head:
         label = "added to the score" + (f"  ({inf_note})" if inf_note else "")
         fig.colorbar(im, ax=axes, label=label, fraction=0.025, pad=0.02)

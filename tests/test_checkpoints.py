@@ -1,0 +1,74 @@
+"""The shipped checkpoints of chapter 8 (checkpoints/ch8_*.safetensors): trained by the command line,
+re-measured here by evaluation only (no training).
+
+Oracles: each run's own ``history.json`` (the validation loss that ``train`` measured at its last step,
+before the checkpoint was written) and the number the chapter states (the value the notebook glued,
+read from its stored outputs). Both must agree with a fresh evaluation of the loaded weights on the
+same fixed validation windows (``evaluate`` with the run's own ``TrainConfig``: 20 batches of 32
+windows of 128 characters of the held-out plays, drawn with seed ``seed + 1``).
+
+Tolerance: ``TOL`` nats. Evaluation is deterministic on one machine; across processors (other ATen
+CPU kernels, other thread counts) only the last bits of the float32 sums change, about 1e-6 nats
+here, so 1e-3 (the chapter prints three decimals) is generous and still catches a wrong file, a wrong
+vocabulary, a wrong window or a model left in training mode.
+"""
+
+import json
+from pathlib import Path
+
+import nbformat
+import pytest
+import torch
+
+from transformer_lite.data import load_shakespeare
+from transformer_lite.train import TrainConfig, evaluate, load_checkpoint
+
+ROOT = Path(__file__).resolve().parents[1]
+CHECKPOINTS = ROOT / "checkpoints"
+CHAPTER = ROOT / "notebooks" / "08_language_model.ipynb"
+TOL = 1e-3
+# run name -> the key under which chapter 8 glues the loss it states for that checkpoint
+RUNS = {"ch8_transformer": "ckpt_val_transformer", "ch8_gru": "ckpt_val_gru",
+        "ch8_transformer_rotary": "ckpt_val_rotary"}
+
+
+@pytest.fixture(scope="module")
+def corpus():
+    return load_shakespeare()
+
+
+def _glued(key: str) -> float:
+    nb = nbformat.read(CHAPTER, as_version=4)
+    for cell in nb.cells:
+        for out in cell.get("outputs", []) if cell.cell_type == "code" else []:
+            scrap = out.get("metadata", {}).get("scrapbook")
+            if scrap and scrap["name"] == key:
+                data = out["data"]
+                return float(data.get(scrap["mime_prefix"] + "text/plain", data.get("text/plain")))
+    raise AssertionError(f"{CHAPTER.name} glues no value {key!r}")
+
+
+@pytest.mark.parametrize("run", sorted(RUNS))
+def test_checkpoint_loss_is_the_one_the_chapter_states(run, corpus):
+    torch.set_num_threads(1)
+    model, meta = load_checkpoint(CHECKPOINTS / f"{run}.safetensors")
+    assert not model.training
+    # the checkpoint was trained on this corpus's symbols, in this order
+    assert meta["vocab"] == corpus.vocab.chars
+    cfg = TrainConfig(**{k: tuple(v) if isinstance(v, list) else v for k, v in meta["train_config"].items()})
+    history = json.loads((CHECKPOINTS / f"{run}_history.json").read_text())
+    assert history["eval_steps"][-1] == cfg.steps and len(history["step_loss"]) == cfg.steps
+    measured = evaluate(model, corpus.val_ids, cfg)
+    assert abs(measured - history["val_loss"][-1]) < TOL, (run, measured, history["val_loss"][-1])
+    stated = _glued(RUNS[run])
+    assert abs(measured - stated) < TOL, (run, measured, stated)
+
+
+def test_the_check_fails_on_a_wrong_model(corpus):
+    """The oracle can fail: the transformer with its last block's parameters halved."""
+    model, meta = load_checkpoint(CHECKPOINTS / "ch8_transformer.safetensors")
+    cfg = TrainConfig(**{k: tuple(v) if isinstance(v, list) else v for k, v in meta["train_config"].items()})
+    with torch.no_grad():
+        for p in model.blocks[-1].parameters():
+            p.mul_(0.5)
+    assert abs(evaluate(model, corpus.val_ids, cfg) - _glued(RUNS["ch8_transformer"])) > TOL
