@@ -20,8 +20,8 @@ import nbformat
 import pytest
 import torch
 
-from transformer_lite.data import load_shakespeare
-from transformer_lite.train import TrainConfig, evaluate, load_checkpoint
+from transformer_lite.training.data import load_shakespeare
+from transformer_lite.training.train import TrainConfig, evaluate, load_checkpoint
 
 ROOT = Path(__file__).resolve().parents[1]
 CHECKPOINTS = ROOT / "checkpoints"

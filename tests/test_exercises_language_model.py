@@ -307,7 +307,7 @@ def test_sample_next_token_draws_from_the_checked_distribution():
 # Oracles: the definitions written here (a nat is 1 / ln 2 bits; perplexity e ** loss = 2 ** bits) and, for the
 # cache, the formula of the exercise's solution, while the checker measures real KVCache tensors.
 
-from transformer_lite.exercises import check_kv_cache_bytes, check_loss_units  # noqa: E402
+from transformer_lite.book.exercises import check_kv_cache_bytes, check_loss_units  # noqa: E402
 
 
 @pytest.mark.parametrize("fn", [lambda loss: (loss / math.log(2), math.exp(loss)),

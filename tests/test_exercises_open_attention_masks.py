@@ -12,7 +12,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from transformer_lite.exercises import check_causal_positions, check_score_spread
+from transformer_lite.book.exercises import check_causal_positions, check_score_spread
 
 
 def _assert_passes(check, capsys, *fns):
