@@ -1059,7 +1059,7 @@ def check_kv_cache_bytes(fn: Callable) -> None:
         AssertionError: naming the likely mistake (keys only, the query heads counted instead of the key/value
             heads, bits instead of bytes, the bytes per number left out).
     """
-    from .language_model import DecoderOnlyConfig, DecoderOnlyTransformer, KVCache
+    from ..models.decoder_only import DecoderOnlyConfig, DecoderOnlyTransformer, KVCache
 
     cases = [(2, 2, 4, 5, torch.float32), (3, 1, 8, 7, torch.float64), (1, 3, 2, 1, torch.float32)]
     for n_layers, n_kv, d_head, n_tokens, dtype in cases:
