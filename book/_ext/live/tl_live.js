@@ -76,7 +76,7 @@
   // ------------------------------------------------------------------ the runtime, loaded once, on demand
   function unavailableReason() {
     if (location.protocol === "file:")
-      return "Live mode needs the book served over http (for example `python -m http.server -d book/_build/html`): " +
+      return "Live mode needs the book served over http (for example with python -m http.server -d book/_build/html): " +
         "browsers refuse to run WebAssembly from a file:// page. The precomputed figures above work as they are.";
     if (typeof WebAssembly !== "object")
       return "Live mode needs WebAssembly, which this browser does not offer. The precomputed figures above work as they are.";
@@ -383,8 +383,10 @@
     showT();
     var running = false, stopRequested = false;
 
-    function fail(text) {
+    function fail(text) { // a clear message; no text, chart or timing left from an earlier run
       figs.hidden = true;
+      info.textContent = "";
+      out.textContent = "";
       div.tlResult = { error: text };
       say(parts, text, "error");
     }
