@@ -26,8 +26,11 @@ from ..nn.masks import causal_mask
 
 __all__ = [
     "check_scaled_dot_product_attention", "check_causal_mask", "check_layer_norm",
-    "check_sinusoidal_positional_encoding", "check_split_merge_heads", "check_cached_causal_attention",
-    "reference_sinusoidal_positional_encoding", "check_score_spread", "check_causal_positions",
+    "check_sinusoidal_positional_encoding", "check_split_merge_heads",
+    "check_cached_causal_attention", "reference_sinusoidal_positional_encoding",
+    "check_score_spread", "check_causal_positions", "check_rotary", "check_pre_norm_block",
+    "check_shift_right", "check_rnn_step_jacobian", "check_online_softmax_merge",
+    "check_next_token_loss", "check_temperature_top_k", "check_loss_units", "check_kv_cache_bytes",
 ]
 
 ATOL = 1e-6
@@ -578,9 +581,6 @@ def check_rotary(fn: Callable) -> None:
         raise _diagnose(out, variants, case, "output", ref)
 
 
-__all__ += ["check_rotary"]
-
-
 # --------------------------------------------------------------------------- chapter 4: a pre-norm block
 
 def _pre_norm_variant(block, x, mistake=None):
@@ -704,9 +704,6 @@ def check_shift_right(fn: Callable) -> None:
                              f"expected {int(ref[bad[0], bad[1]])}")
 
 
-__all__ += ["check_pre_norm_block", "check_shift_right"]
-
-
 # --------------------------------------------------------------------------- chapter 6: an RNN step's Jacobian
 
 def _rnn_case(g, B, H):
@@ -825,9 +822,6 @@ def check_online_softmax_merge(fn: Callable) -> None:
         for name, got, want in zip(("m", "l", "acc"), result, ref):
             if not _close(got, want):
                 raise _diagnose(got, {}, case, name, want)
-
-
-__all__ += ["check_rnn_step_jacobian", "check_online_softmax_merge"]
 
 
 # --------------------------------------------------------------------------- chapter 8: the next-token loss
@@ -991,9 +985,6 @@ def check_temperature_top_k(fn: Callable) -> None:
         raise _diagnose(p, {}, case, "probabilities", ref)
 
 
-__all__ += ["check_next_token_loss", "check_temperature_top_k"]
-
-
 # --------------------------------------------------------------------------- chapter 8: units and cache size
 
 @_checker("check_loss_units")
@@ -1092,6 +1083,3 @@ def check_kv_cache_bytes(fn: Callable) -> None:
     if got != want:
         raise AssertionError(f"wrong size for SmolLM2 (30 layers, 3 key/value heads of width 64, 8192 tokens, "
                              f"float32): expected {want:,} bytes, received {got!r}")
-
-
-__all__ += ["check_loss_units", "check_kv_cache_bytes"]

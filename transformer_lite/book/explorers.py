@@ -10,7 +10,10 @@ import torch
 from ..nn.masks import causal_mask, padding_mask
 from .viz import plot_attention, plot_mask
 
-__all__ = ["attention_explorer", "mask_explorer"]
+__all__ = [
+    "attention_explorer", "mask_explorer", "positional_explorer", "gradient_norm_explorer",
+    "reversal_explorer", "rnn_gradient_explorer", "generation_explorer",
+]
 
 
 def attention_explorer(encoder, tokenizer, text: str = "The cat sat on the mat because it was tired."):
@@ -118,9 +121,6 @@ def positional_explorer(max_position: int = 128):
     )
 
 
-__all__ += ["positional_explorer"]
-
-
 def gradient_norm_explorer(vocab_size: int = 6, seq_len: int = 8):
     """Choose a depth, a width and a seed; see the gradient norm of every layer, post-norm against pre-norm.
 
@@ -205,9 +205,6 @@ def reversal_explorer(model, text: str = "abcdefg", layer: int = -1):
     )
 
 
-__all__ += ["gradient_norm_explorer", "reversal_explorer"]
-
-
 # --------------------------------------------------------------------------- chapter 6: RNN gradient reach
 
 def rnn_gradient_explorer(hidden_size: int = 64):
@@ -243,9 +240,6 @@ def rnn_gradient_explorer(hidden_size: int = 64):
         input_scale=w.FloatLogSlider(value=0.01, base=10, min=-3, max=1, step=0.25, description="input std"),
         lag=w.IntSlider(value=60, min=1, max=200, description="steps T"),
     )
-
-
-__all__ += ["rnn_gradient_explorer"]
 
 
 # --------------------------------------------------------------------------- chapter 8: generation
@@ -304,6 +298,3 @@ def generation_explorer(model, vocab, prompt: str = "ROMEO\n"):
         length=w.IntSlider(value=200, min=20, max=400, description="new characters", style=wide),
         seed=w.IntSlider(value=0, min=0, max=99, description="seed", style=wide),
     )
-
-
-__all__ += ["generation_explorer"]

@@ -17,7 +17,12 @@ from collections.abc import Sequence
 import torch
 from torch import Tensor
 
-__all__ = ["attention_layers_figure", "mask_alignment_figure", "mask_variants_figure", "show"]
+__all__ = [
+    "attention_layers_figure", "mask_alignment_figure", "mask_variants_figure", "show",
+    "sinusoid_shift_matrix", "positional_offset_figure", "gradient_norms_depth_figure",
+    "cross_attention_examples_figure", "rnn_lag_profile", "rnn_gradient_figure",
+    "attention_cost_figure", "next_token_temperature_figure",
+]
 
 _MASK_COLORSCALE = [[0.0, "#00224e"], [0.5, "#00224e"], [0.5, "#fee838"], [1.0, "#fee838"]]  # cividis ends
 _DECIMALS = 4  # stored weights are rounded: smaller pages, and outputs that compare exactly across runs
@@ -320,9 +325,6 @@ def positional_offset_figure(d_model: int = 64, max_offset: int = 64, n_pairs_sh
     return fig
 
 
-__all__ += ["sinusoid_shift_matrix", "positional_offset_figure"]
-
-
 # --------------------------------------------------------------------------- chapter 4: gradient norms per layer
 
 def gradient_norms_depth_figure(norms: dict, title: str, initial_depth: int | None = None):
@@ -436,9 +438,6 @@ def cross_attention_examples_figure(weights: Sequence[Tensor], src_tokens: Seque
         sliders=[dict(active=0, steps=steps, currentvalue=dict(prefix="held-out example "), pad=dict(t=60))],
     )
     return fig
-
-
-__all__ += ["gradient_norms_depth_figure", "cross_attention_examples_figure"]
 
 
 # --------------------------------------------------------------------------- chapter 6: gradient norm against lag in an RNN
@@ -556,9 +555,6 @@ def rnn_gradient_figure(radii: Sequence[float] = tuple(round(0.5 + 0.05 * i, 2) 
     return fig
 
 
-__all__ += ["rnn_lag_profile", "rnn_gradient_figure"]
-
-
 # --------------------------------------------------------------------------- chapter 7: the cost of attention
 
 def attention_cost_figure(results: dict):
@@ -636,9 +632,6 @@ def attention_cost_figure(results: dict):
         sliders=[dict(active=0, steps=steps, currentvalue=dict(prefix="sequence length L = "), pad=dict(t=70))],
     )
     return fig
-
-
-__all__ += ["attention_cost_figure"]
 
 
 # --------------------------------------------------------------------------- chapter 8: temperature
@@ -740,6 +733,3 @@ def next_token_temperature_figure(logits: Tensor, labels: Sequence[str],
         sliders=[dict(active=start, steps=steps, currentvalue=dict(prefix="temperature T = "), pad=dict(t=60))],
     )
     return fig
-
-
-__all__ += ["next_token_temperature_figure"]

@@ -15,7 +15,11 @@ from matplotlib.colors import ListedColormap
 from matplotlib.ticker import MaxNLocator
 from torch import Tensor
 
-__all__ = ["plot_attention", "plot_head_grid", "plot_mask", "MASK_CMAP"]
+__all__ = [
+    "plot_attention", "plot_head_grid", "plot_mask", "MASK_CMAP", "plot_score_bias",
+    "plot_activations", "plot_decoder_block", "plot_norms_vs_lag", "fit_loglog_slope",
+    "plot_loglog_fit",
+]
 
 # Two colours from the ends of cividis: dark blue = blocked, yellow = may attend.
 MASK_CMAP = ListedColormap([plt.get_cmap("cividis")(0.0), plt.get_cmap("cividis")(1.0)])
@@ -286,9 +290,6 @@ def plot_score_bias(bias: Tensor, title: str = "", head_labels: Sequence[str] | 
     return fig
 
 
-__all__ += ["plot_score_bias"]
-
-
 # --------------------------------------------------------------------------- chapters 4-5: activations, block diagram
 
 def plot_activations(x: Tensor | np.ndarray, title: str = "", ax: plt.Axes | None = None,
@@ -402,9 +403,6 @@ def plot_decoder_block(norm_first: bool = False, ax: plt.Axes | None = None) -> 
     return ax
 
 
-__all__ += ["plot_activations", "plot_decoder_block"]
-
-
 # --------------------------------------------------------------------------- chapters 6-7: gradient reach, cost
 
 _LINE_COLORS = ["#3b528b", "#21918c", "#d8576b", "#e6a100", "#5ec962", "#440154"]  # distinguishable, colour-blind safe
@@ -513,6 +511,3 @@ def plot_loglog_fit(x, series: dict, title: str = "", ax: plt.Axes | None = None
         ax.set_title(title)
     ax.legend(fontsize=8)
     return ax
-
-
-__all__ += ["plot_norms_vs_lag", "fit_loglog_slope", "plot_loglog_fit"]

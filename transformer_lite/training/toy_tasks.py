@@ -23,8 +23,11 @@ from collections.abc import Collection
 import torch
 from torch import Tensor
 
-__all__ = ["PAD", "BOS", "EOS", "FIRST_SYMBOL", "make_reversal_batch", "shift_right", "exact_match",
-           "mirror_positions", "alignment_accuracy", "make_histogram_batch"]
+__all__ = [
+    "PAD", "BOS", "EOS", "FIRST_SYMBOL", "make_reversal_batch", "shift_right", "exact_match",
+    "mirror_positions", "alignment_accuracy", "make_histogram_batch", "SYMBOLS", "symbols_to_ids",
+    "ids_to_symbols", "make_delayed_recall_batch", "train_delayed_recall",
+]
 
 PAD, BOS, EOS = 0, 1, 2  # padding, beginning of sequence, end of sequence
 FIRST_SYMBOL = 3  # id of the first content symbol
@@ -244,9 +247,6 @@ def ids_to_symbols(ids) -> list[str]:
     return out
 
 
-__all__ += ["SYMBOLS", "symbols_to_ids", "ids_to_symbols"]
-
-
 # --- Delayed recall: a dependency of known length ----------------------------------------------------------------
 
 
@@ -331,6 +331,3 @@ def train_delayed_recall(model: torch.nn.Module, lag: int, steps: int = 300, bat
     with torch.no_grad():
         predicted = model(tokens)[:, -1].argmax(dim=-1)  # (n_eval,)
     return float((predicted == answers).float().mean())
-
-
-__all__ += ["make_delayed_recall_batch", "train_delayed_recall"]
