@@ -17,8 +17,8 @@ from collections.abc import Sequence
 import torch
 from torch import Tensor, nn
 
-from ..models.encoder_decoder import TransformerEncoder
 from ..checks import check_positive_int
+from ..models.encoder_decoder import TransformerEncoder
 
 __all__ = ["EncoderTagger", "with_norm_first", "layer_gradient_norms"]
 

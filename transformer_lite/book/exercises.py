@@ -21,8 +21,11 @@ from collections.abc import Callable
 import torch
 from torch import Tensor
 
+from ..models.decoder_only import DecoderOnlyConfig, DecoderOnlyTransformer, KVCache
 from ..nn.attention import scaled_dot_product_attention
+from ..nn.blocks import TransformerBlock
 from ..nn.masks import causal_mask
+from ..nn.positional import apply_rotary
 
 __all__ = [
     "check_scaled_dot_product_attention", "check_causal_mask", "check_layer_norm",
@@ -553,8 +556,6 @@ def check_rotary(fn: Callable) -> None:
             wrong direction, positions off by one, positions argument ignored, exponent j/d instead of
             2j/d, no rotation at all).
     """
-    from ..nn.positional import apply_rotary
-
     g = _gen(17)
     # The first case has several rows and starts at 7, so "positions ignored" (rows at 0..L-1) and "no
     # rotation" differ there; with a single row at position 0 they would coincide.
@@ -622,8 +623,6 @@ def check_pre_norm_block(fn: Callable) -> None:
         AssertionError: naming the likely mistake (post-norm order, one norm for both sublayers, a missing
             residual, a residual taken after the norm, keys/values not normalized).
     """
-    from ..nn.blocks import TransformerBlock
-
     g = _gen(21)
     for B, L, D, H in [(2, 5, 8, 2), (1, 1, 6, 3), (3, 4, 12, 4)]:
         case = f"x of shape {(B, L, D)}, n_heads={H}"
@@ -1050,8 +1049,6 @@ def check_kv_cache_bytes(fn: Callable) -> None:
         AssertionError: naming the likely mistake (keys only, the query heads counted instead of the key/value
             heads, bits instead of bytes, the bytes per number left out).
     """
-    from ..models.decoder_only import DecoderOnlyConfig, DecoderOnlyTransformer, KVCache
-
     cases = [(2, 2, 4, 5, torch.float32), (3, 1, 8, 7, torch.float64), (1, 3, 2, 1, torch.float32)]
     for n_layers, n_kv, d_head, n_tokens, dtype in cases:
         n_heads = 2 * n_kv  # grouped-query attention: two query heads per key/value head

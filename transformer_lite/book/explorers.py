@@ -7,13 +7,25 @@ from __future__ import annotations
 import matplotlib.pyplot as plt
 import torch
 
+from ..models.decoder_only import DecoderOnlyTransformer
+from ..models.encoder_decoder import greedy_decode
 from ..nn.masks import causal_mask, padding_mask
+from ..nn.positional import sinusoidal_positional_encoding
+from ..training.toy_tasks import BOS, EOS, ids_to_symbols, make_histogram_batch, symbols_to_ids
+from .depth import EncoderTagger, layer_gradient_norms, with_norm_first
+from .interactive import rnn_lag_profile
 from .viz import plot_attention, plot_mask
 
 __all__ = [
     "attention_explorer", "mask_explorer", "positional_explorer", "gradient_norm_explorer",
     "reversal_explorer", "rnn_gradient_explorer", "generation_explorer",
 ]
+
+
+def _widgets():
+    import ipywidgets  # on first use: not a dependency of the package, only of a live kernel
+
+    return ipywidgets
 
 
 def attention_explorer(encoder, tokenizer, text: str = "The cat sat on the mat because it was tired."):
@@ -27,7 +39,7 @@ def attention_explorer(encoder, tokenizer, text: str = "The cat sat on the mat b
     Returns:
         An ``ipywidgets`` widget (display it as the last expression of a cell).
     """
-    import ipywidgets as w
+    w = _widgets()
 
     n_layers, n_heads = encoder.config.n_layers, encoder.config.n_heads
 
@@ -56,7 +68,7 @@ def mask_explorer():
     Returns:
         An ``ipywidgets`` widget.
     """
-    import ipywidgets as w
+    w = _widgets()
 
     def show(L: int, S: int, real_keys: int) -> None:
         real_keys = min(real_keys, S)
@@ -89,9 +101,7 @@ def positional_explorer(max_position: int = 128):
     Returns:
         An ``ipywidgets`` widget.
     """
-    import ipywidgets as w
-
-    from ..nn.positional import sinusoidal_positional_encoding
+    w = _widgets()
 
     def show(d_model: int, p: int, k: int) -> None:
         q = min(max(p + k, 0), max_position)  # the second position, kept on the table
@@ -131,10 +141,7 @@ def gradient_norm_explorer(vocab_size: int = 6, seq_len: int = 8):
     Returns:
         An ``ipywidgets`` widget.
     """
-    import ipywidgets as w
-
-    from .depth import EncoderTagger, layer_gradient_norms, with_norm_first
-    from ..training.toy_tasks import make_histogram_batch
+    w = _widgets()
 
     def show(n_layers: int, d_model: int, seed: int) -> None:
         ids, counts = make_histogram_batch(64, seq_len, vocab_size, generator=torch.Generator().manual_seed(seed))
@@ -172,10 +179,7 @@ def reversal_explorer(model, text: str = "abcdefg", layer: int = -1):
     Returns:
         An ``ipywidgets`` widget.
     """
-    import ipywidgets as w
-
-    from ..models.encoder_decoder import greedy_decode
-    from ..training.toy_tasks import BOS, EOS, ids_to_symbols, symbols_to_ids
+    w = _widgets()
 
     n_layers = model.config.n_decoder_layers
     max_src = model.config.max_len - 2
@@ -217,9 +221,7 @@ def rnn_gradient_explorer(hidden_size: int = 64):
     Returns:
         An ``ipywidgets`` widget.
     """
-    import ipywidgets as w
-
-    from .interactive import rnn_lag_profile
+    w = _widgets()
 
     def show(spectral_radius: float, nonlinearity: str, input_scale: float, lag: int) -> None:
         lags, norms, mean_dphi = rnn_lag_profile(spectral_radius, input_scale, hidden_size, lag, nonlinearity)
@@ -264,9 +266,7 @@ def generation_explorer(model, vocab, prompt: str = "ROMEO\n"):
         An ``ipywidgets`` widget; its callback prints the prompt followed by the generated characters, or a
         message when the prompt is empty or holds characters outside the vocabulary.
     """
-    import ipywidgets as w
-
-    from ..models.decoder_only import DecoderOnlyTransformer
+    w = _widgets()
 
     V = len(vocab)
 

@@ -12,10 +12,18 @@ Colours are colour-blind safe (viridis for weights, the two ends of cividis for 
 
 from __future__ import annotations
 
+import html as html_lib
+import math
+import re
 from collections.abc import Sequence
 
 import torch
 from torch import Tensor
+
+from ..nn.masks import causal_mask
+from ..nn.positional import sinusoidal_positional_encoding
+from ..nn.recurrent import RNN
+from .jacobians import gradient_norm_vs_lag, recurrent_weight, rnn_step_jacobians
 
 __all__ = [
     "attention_layers_figure", "mask_alignment_figure", "mask_variants_figure", "show",
@@ -29,6 +37,7 @@ _DECIMALS = 4  # stored weights are rounded: smaller pages, and outputs that com
 
 
 def _plotly():
+    # on first use, not at the top: importing plotly takes about as long as importing torch
     import plotly.graph_objects as go
     from plotly.subplots import make_subplots
 
@@ -108,8 +117,6 @@ def mask_alignment_figure(L: int = 3, S_values: Sequence[int] = (3, 4, 5, 6, 7, 
     Raises:
         ValueError: if ``L < 1`` or some ``S < 1``.
     """
-    from ..nn.masks import causal_mask
-
     go, make_subplots = _plotly()
     if L < 1 or min(S_values) < 1:
         raise ValueError(f"mask_alignment_figure: expected L >= 1 and every S >= 1, received L={L}, S={list(S_values)}")
@@ -153,8 +160,6 @@ def mask_variants_figure(tokens: Sequence[str], n_real: int):
     Raises:
         ValueError: if ``n_real`` is not in ``1 .. len(tokens)``.
     """
-    from ..nn.masks import causal_mask
-
     go, _ = _plotly()
     L = len(tokens)
     if not 1 <= n_real <= L:
@@ -196,17 +201,13 @@ def show(fig, div_id: str, alt: str) -> None:
         ValueError: if ``div_id`` is empty or contains characters other than letters, digits, ``-`` and ``_``,
             or ``alt`` is empty.
     """
-    import re
-
-    from IPython.display import display
+    from IPython.display import display  # on first use: IPython is not a dependency of the package
 
     if not re.fullmatch(r"[A-Za-z][A-Za-z0-9_-]*", div_id or ""):
         raise ValueError(f"show: expected an HTML id of letters, digits, '-' and '_', received {div_id!r}")
     if not alt.strip():
         raise ValueError("show: expected a non-empty alt text describing the figure")
-    import html as html_lib
-
-    import plotly.io as pio
+    import plotly.io as pio  # on first use, as in _plotly()
 
     # Serialize with the standard library's json, not orjson: plotly picks orjson whenever it is
     # importable, and the two write floats and non-ASCII characters differently, which would make
@@ -276,8 +277,6 @@ def positional_offset_figure(d_model: int = 64, max_offset: int = 64, n_pairs_sh
         ValueError: if ``d_model`` is not even and ``>= 2``, ``max_offset < 1``, or ``n_pairs_shown``
             is not in ``1 .. d_model // 2``.
     """
-    from ..nn.positional import sinusoidal_positional_encoding
-
     go, make_subplots = _plotly()
     if isinstance(d_model, bool) or not isinstance(d_model, int) or d_model < 2 or d_model % 2:
         raise ValueError(f"positional_offset_figure: expected an even d_model >= 2, received {d_model!r}")
@@ -375,8 +374,6 @@ def gradient_norms_depth_figure(norms: dict, title: str, initial_depth: int | No
                                  hovertemplate=f"{name}<br>layer %{{x}}<br>gradient norm %{{y:.3g}}<extra></extra>"))
     all_values = [v for d in depths for name in variants for v in norms[d][name]]
     lo, hi = min(all_values), max(all_values)
-    import math
-
     fig.update_yaxes(type="log", title="gradient norm of the layer's parameters",
                      range=[math.log10(lo) - 0.1, math.log10(hi) + 0.1])
     fig.update_xaxes(title="layer (1 = input side)", range=[0, max(depths) + 1])
@@ -476,9 +473,6 @@ def rnn_lag_profile(spectral_radius: float, input_scale: float = 0.01, hidden_si
         ValueError: from :class:`~transformer_lite.nn.recurrent.RNN` or
             :func:`~transformer_lite.book.jacobians.recurrent_weight` (bad sizes, radius or nonlinearity).
     """
-    from .jacobians import gradient_norm_vs_lag, recurrent_weight, rnn_step_jacobians
-    from ..nn.recurrent import RNN
-
     rnn = RNN(hidden_size, hidden_size, nonlinearity=nonlinearity).double()
     with torch.no_grad():
         rnn.weight_hh.copy_(recurrent_weight(hidden_size, spectral_radius, seed=seed))
@@ -610,7 +604,6 @@ def attention_cost_figure(results: dict):
                   row=1, col=2)
     all_mib = [v for s in states for v in s["mib"]]
     all_ms = [v for s in states for v in s["ms"]]
-    import math
 
     def log_range(values):  # fixed axis range over every state, with headroom for the labels
         return [math.log10(min(values)) - 0.3, math.log10(max(values)) + 0.6]
@@ -676,8 +669,6 @@ def next_token_temperature_figure(logits: Tensor, labels: Sequence[str],
             hold ``V`` distinct strings, ``temperatures`` is empty or holds a negative or non-finite value,
             ``top_n < 1``, or ``initial_temperature`` is not one of ``temperatures``.
     """
-    import math
-
     go, _ = _plotly()
     if not isinstance(logits, Tensor) or logits.dim() != 1 or logits.numel() < 1 or not logits.is_floating_point():
         got = f"{tuple(logits.shape)} {logits.dtype}" if isinstance(logits, Tensor) else type(logits).__name__

@@ -12,7 +12,8 @@ import matplotlib.pyplot as plt
 import numpy as np
 import torch
 from matplotlib.colors import ListedColormap
-from matplotlib.ticker import MaxNLocator
+from matplotlib.patches import FancyArrowPatch, FancyBboxPatch
+from matplotlib.ticker import MaxNLocator, NullLocator
 from torch import Tensor
 
 __all__ = [
@@ -342,8 +343,6 @@ def plot_decoder_block(norm_first: bool = False, ax: plt.Axes | None = None) -> 
     Returns:
         The axes.
     """
-    from matplotlib.patches import FancyArrowPatch, FancyBboxPatch
-
     if ax is None:
         _, ax = plt.subplots(figsize=(5.6, 7.4))
     cmap = plt.get_cmap("cividis")
@@ -500,8 +499,6 @@ def plot_loglog_fit(x, series: dict, title: str = "", ax: plt.Axes | None = None
         color = _LINE_COLORS[i % 6]
         ax.loglog(x, y, marker=_MARKERS[i % 6], color=color, lw=1.5, label=f"{label}: slope {p:.2f}")
         ax.loglog(x[keep], c * x[keep] ** p, ":", color=color, lw=1.2)
-    from matplotlib.ticker import NullLocator
-
     ax.set_xticks(x, [f"{v:g}" for v in x])  # label the measured lengths only
     ax.xaxis.set_minor_locator(NullLocator())
     ax.set_xlabel(xlabel)

@@ -30,12 +30,12 @@ import torch.nn.functional as F
 from safetensors import safe_open
 from safetensors.torch import load_model, save_model
 from torch import Tensor, nn
-from tqdm import tqdm  # a text bar (stderr): the same in a terminal and in Jupyter, no widget messages
+from tqdm import tqdm  # a text bar on stderr, the same in a terminal and in Jupyter: no widgets
 
 from ..checks import eval_mode
-from .data import random_batch
 from ..models.decoder_only import DecoderOnlyConfig, DecoderOnlyTransformer
 from ..models.recurrent_lm import GRULanguageModel
+from .data import load_shakespeare, random_batch
 
 __all__ = ["TrainConfig", "TrainHistory", "learning_rate", "lm_loss", "evaluate", "train",
            "save_checkpoint", "load_checkpoint", "gru_width_matching", "main"]
@@ -282,8 +282,6 @@ def _parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     """The command line; returns the exit status."""
     args = _parser().parse_args(argv)
-    from .data import load_shakespeare
-
     if args.threads:
         torch.set_num_threads(args.threads)
     corpus = load_shakespeare()
