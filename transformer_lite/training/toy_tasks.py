@@ -23,6 +23,8 @@ from collections.abc import Collection
 import torch
 from torch import Tensor
 
+from ..checks import check_positive_int
+
 __all__ = [
     "PAD", "BOS", "EOS", "FIRST_SYMBOL", "make_reversal_batch", "shift_right", "exact_match",
     "mirror_positions", "alignment_accuracy", "make_histogram_batch", "SYMBOLS", "symbols_to_ids",
@@ -65,9 +67,9 @@ def make_reversal_batch(batch_size: int, n_symbols: int = 10, min_len: int = 4, 
             or an ``exclude`` set that leaves too few sequences to draw from.
     """
     owner = "make_reversal_batch"
-    _check_int(owner, "batch_size", batch_size, 1)
-    _check_int(owner, "n_symbols", n_symbols, 1)
-    _check_int(owner, "min_len", min_len, 1)
+    check_positive_int(owner, "batch_size", batch_size)
+    check_positive_int(owner, "n_symbols", n_symbols)
+    check_positive_int(owner, "min_len", min_len)
     _check_int(owner, "max_len", max_len, min_len)
     if task not in ("reverse", "sort"):
         raise ValueError(f"{owner}: expected task 'reverse' or 'sort', received {task!r}")
@@ -206,9 +208,9 @@ def make_histogram_batch(batch_size: int, seq_len: int = 8, n_symbols: int = 6,
         ValueError: for sizes that are not positive ints.
     """
     owner = "make_histogram_batch"
-    _check_int(owner, "batch_size", batch_size, 1)
-    _check_int(owner, "seq_len", seq_len, 1)
-    _check_int(owner, "n_symbols", n_symbols, 1)
+    check_positive_int(owner, "batch_size", batch_size)
+    check_positive_int(owner, "seq_len", seq_len)
+    check_positive_int(owner, "n_symbols", n_symbols)
     tokens = torch.randint(0, n_symbols, (batch_size, seq_len), generator=generator)  # (B, L)
     counts = (tokens[:, :, None] == tokens[:, None, :]).sum(dim=-1)  # (B, L, L) equal pairs -> (B, L)
     return tokens, counts
@@ -277,8 +279,8 @@ def make_delayed_recall_batch(batch_size: int, lag: int, n_symbols: int = 8, len
         ValueError: for sizes that are not ints in range, or ``length < lag + 1``.
     """
     owner = "make_delayed_recall_batch"
-    _check_int(owner, "batch_size", batch_size, 1)
-    _check_int(owner, "lag", lag, 1)
+    check_positive_int(owner, "batch_size", batch_size)
+    check_positive_int(owner, "lag", lag)
     _check_int(owner, "n_symbols", n_symbols, 2)
     length = lag + 1 if length is None else length
     _check_int(owner, "length", length, lag + 1)
@@ -312,8 +314,8 @@ def train_delayed_recall(model: torch.nn.Module, lag: int, steps: int = 300, bat
     Raises:
         ValueError: for a non-positive ``steps`` or ``n_eval``, or as :func:`make_delayed_recall_batch`.
     """
-    _check_int("train_delayed_recall", "steps", steps, 1)
-    _check_int("train_delayed_recall", "n_eval", n_eval, 1)
+    check_positive_int("train_delayed_recall", "steps", steps)
+    check_positive_int("train_delayed_recall", "n_eval", n_eval)
     train_gen = torch.Generator().manual_seed(seed)
     optimizer = torch.optim.Adam(model.parameters(), lr=lr)
     model.train()
