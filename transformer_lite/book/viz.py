@@ -408,6 +408,17 @@ _LINE_COLORS = ["#3b528b", "#21918c", "#d8576b", "#e6a100", "#5ec962", "#440154"
 _MARKERS = ["o", "s", "D", "^", "v", "P"]
 
 
+def _label_line_axes(ax: plt.Axes, xlabel: str, ylabel: str, title: str) -> plt.Axes:
+    """Axis labels, a major-tick grid, the title (if any) and the legend of a line plot."""
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.grid(True, which="major", alpha=0.3)
+    if title:
+        ax.set_title(title)
+    ax.legend(fontsize=8)
+    return ax
+
+
 def plot_norms_vs_lag(curves: dict, title: str = "", ax: plt.Axes | None = None,
                       ylabel: str = "gradient norm", xlabel: str = "lag (steps between the two positions)",
                       markevery: int = 6) -> plt.Axes:
@@ -440,13 +451,7 @@ def plot_norms_vs_lag(curves: dict, title: str = "", ax: plt.Axes | None = None,
         ax.semilogy(lags, norms, color=_LINE_COLORS[i % 6], marker=_MARKERS[i % 6], markevery=markevery,
                     ms=5, lw=1.8, label=label)
         i += 1
-    ax.set_xlabel(xlabel)
-    ax.set_ylabel(ylabel)
-    ax.grid(True, which="major", alpha=0.3)
-    if title:
-        ax.set_title(title)
-    ax.legend(fontsize=8)
-    return ax
+    return _label_line_axes(ax, xlabel, ylabel, title)
 
 
 def fit_loglog_slope(x, y, min_x: float | None = None) -> float:
@@ -501,10 +506,4 @@ def plot_loglog_fit(x, series: dict, title: str = "", ax: plt.Axes | None = None
         ax.loglog(x[keep], c * x[keep] ** p, ":", color=color, lw=1.2)
     ax.set_xticks(x, [f"{v:g}" for v in x])  # label the measured lengths only
     ax.xaxis.set_minor_locator(NullLocator())
-    ax.set_xlabel(xlabel)
-    ax.set_ylabel(ylabel)
-    ax.grid(True, which="major", alpha=0.3)
-    if title:
-        ax.set_title(title)
-    ax.legend(fontsize=8)
-    return ax
+    return _label_line_axes(ax, xlabel, ylabel, title)
