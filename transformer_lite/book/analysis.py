@@ -149,7 +149,7 @@ def attention_value_norms(model: nn.Module, *args, **kwargs) -> tuple[list[Tenso
 
     Args:
         model: any module containing ``MultiHeadAttention`` submodules (e.g. a
-            :class:`~transformer_lite.pretrained.BertEncoder`); ``*args, **kwargs`` are passed to it.
+            :class:`~transformer_lite.pretrained.minilm.BertEncoder`); ``*args, **kwargs`` are passed to it.
 
     Returns:
         ``(weights, norms)``: two lists in the order the modules were called, of

@@ -24,7 +24,7 @@ __all__ = ["EncoderTagger", "with_norm_first", "layer_gradient_norms"]
 
 
 class EncoderTagger(nn.Module):
-    """Token embedding, a :class:`~transformer_lite.models.TransformerEncoder`, and a linear classifier at every position.
+    """Token embedding, a :class:`~transformer_lite.models.encoder_decoder.TransformerEncoder`, and a linear classifier at every position.
 
     No position information is added: the tasks it is used for here (such as
     counting how often each symbol occurs) do not depend on order.

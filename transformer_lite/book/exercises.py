@@ -1040,8 +1040,8 @@ def check_kv_cache_bytes(fn: Callable) -> None:
     Expected: ``2 * n_layers * n_kv_heads * d_head * n_tokens * bytes_per_number`` bytes (a key and a value
     per layer, key/value head and token; Ainslie et al., 2023, share each key/value head among several query
     heads). The oracle is independent of that formula: for each case a small
-    :class:`~transformer_lite.language_model.DecoderOnlyTransformer` with grouped-query attention processes
-    ``n_tokens`` tokens into a :class:`~transformer_lite.language_model.KVCache`, whose tensors' bytes are
+    :class:`~transformer_lite.models.decoder_only.DecoderOnlyTransformer` with grouped-query attention processes
+    ``n_tokens`` tokens into a :class:`~transformer_lite.models.decoder_only.KVCache`, whose tensors' bytes are
     counted (float32: 4 bytes; float64: 8). Then SmolLM2's numbers (30 layers, 3 key/value heads of width 64,
     8192 tokens, float32) are checked against the formula.
 

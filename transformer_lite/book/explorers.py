@@ -32,8 +32,8 @@ def attention_explorer(encoder, tokenizer, text: str = "The cat sat on the mat b
     """Type a sentence, pick a layer and a head, and see that head's attention weights.
 
     Args:
-        encoder: a :class:`~transformer_lite.pretrained.BertEncoder` (e.g. from ``load_minilm()``).
-        tokenizer: its :class:`~transformer_lite.pretrained.WordPieceTokenizer`.
+        encoder: a :class:`~transformer_lite.pretrained.minilm.BertEncoder` (e.g. from ``load_minilm()``).
+        tokenizer: its :class:`~transformer_lite.pretrained.minilm.WordPieceTokenizer`.
         text: the initial sentence.
 
     Returns:
@@ -171,7 +171,7 @@ def reversal_explorer(model, text: str = "abcdefg", layer: int = -1):
     """Type a sequence of letters ``a``-``j``; see the model's output and its cross-attention.
 
     Args:
-        model: an :class:`~transformer_lite.models.EncoderDecoderTransformer` trained on
+        model: an :class:`~transformer_lite.models.encoder_decoder.EncoderDecoderTransformer` trained on
             :func:`~transformer_lite.training.toy_tasks.make_reversal_batch` (ten symbols).
         text: the initial sequence.
         layer: initial decoder layer whose cross-attention is shown (averaged over heads).

@@ -97,7 +97,7 @@ class CharVocab:
         self._lookup[[ord(c) for c in chars]] = np.arange(len(chars))
 
     @classmethod
-    def from_text(cls, text: str) -> "CharVocab":
+    def from_text(cls, text: str) -> CharVocab:
         """The vocabulary of the distinct characters of ``text``, sorted."""
         return cls(sorted(set(text)))
 

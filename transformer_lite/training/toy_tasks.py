@@ -122,7 +122,7 @@ def exact_match(generated: Tensor, tgt: Tensor, eos_id: int = EOS, pad_id: int =
     """Whether each generated sequence equals its target exactly, up to and including ``EOS``.
 
     Args:
-        generated: ``(B, 1 + T')`` ids from :func:`~transformer_lite.models.greedy_decode`
+        generated: ``(B, 1 + T')`` ids from :func:`~transformer_lite.models.encoder_decoder.greedy_decode`
             (``BOS`` first; what follows ``EOS`` is ignored).
         tgt: ``(B, T)`` target ids (answer, ``EOS``, then ``pad_id``).
         eos_id, pad_id: the end and padding ids.
