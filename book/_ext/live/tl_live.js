@@ -135,32 +135,48 @@
     parts.msg.setAttribute("role", kind === "error" ? "alert" : "status");
   }
 
-  // ------------------------------------------------------------------ MiniLM: attention of your sentence
-  function initMiniLM(div) {
-    var parts = frame(div, "Live: your sentence through MiniLM",
-      "Type a sentence: this page tokenizes it (WordPiece, the model's own tokenizer.json), runs the encoder " +
-      "exported from this package's BertEncoder (float32, equal to it within 1e-4, checked by the tests), " +
-      "and draws the attention of the chosen layer and head, and all 72 heads.", "minilm");
+  // The switch every widget shares. On click: load the runtime, check that the manifest has the model
+  // `spec.key`, run `spec.prepare(parts, rt, entry)` (whatever else the widget needs, e.g. a tokenizer),
+  // load the model, then remove the switch and call the function `prepare` returned with the session.
+  // Any failure says why and leaves the switch for another try.
+  function initModel(div, spec) {
+    var parts = frame(div, spec.title, spec.blurb, spec.key);
     if (!parts) return;
     parts.button.addEventListener("click", async function () {
       parts.button.disabled = true;
       try {
         say(parts, "Loading the runtime\u2026");
         var rt = await loadRuntime();
-        var entry = rt.manifest.minilm;
-        var tokJson = await fetchJSON(BASE + "models/tokenizer.json");
-        var tokCfg = await fetchJSON(BASE + "models/tokenizer_config.json");
-        var lib = await import(BASE + "vendor/tokenizers.min.mjs");
-        var tokenizer = new lib.Tokenizer(tokJson, tokCfg);
+        var entry = rt.manifest[spec.key];
+        if (!entry) throw new Error(spec.missing);
+        var build = await spec.prepare(parts, rt, entry);
         var session = await loadSession(rt, entry, function (got, total) {
-          say(parts, "Loading MiniLM: " + mb(got) + (total ? " of " + mb(total) : ""));
+          say(parts, "Loading " + spec.label + ": " + mb(got) + (total ? " of " + mb(total) : ""));
         });
         parts.button.remove();
-        buildMiniLM(div, parts, rt, entry, tokenizer, session);
+        build(session);
       } catch (err) {
         parts.button.disabled = false;
         say(parts, "Live mode could not start: " + err.message, "error");
       }
+    });
+  }
+
+  // ------------------------------------------------------------------ MiniLM: attention of your sentence
+  function initMiniLM(div) {
+    initModel(div, {
+      key: "minilm", label: "MiniLM", title: "Live: your sentence through MiniLM",
+      blurb: "Type a sentence: this page tokenizes it (WordPiece, the model's own tokenizer.json), runs the encoder " +
+        "exported from this package's BertEncoder (float32, equal to it within 1e-4, checked by the tests), " +
+        "and draws the attention of the chosen layer and head, and all 72 heads.",
+      missing: "this build has no MiniLM model files",
+      prepare: async function (parts, rt, entry) {
+        var tokJson = await fetchJSON(BASE + "models/tokenizer.json");
+        var tokCfg = await fetchJSON(BASE + "models/tokenizer_config.json");
+        var lib = await import(BASE + "vendor/tokenizers.min.mjs");
+        var tokenizer = new lib.Tokenizer(tokJson, tokCfg);
+        return function (session) { buildMiniLM(div, parts, rt, entry, tokenizer, session); };
+      },
     });
   }
 
@@ -326,28 +342,15 @@
 
   // ------------------------------------------------------------------ chapter 8: the character model generating
   function initCharLM(div) {
-    var parts = frame(div, "Live: the chapter's character model generating",
-      "Type a prompt: this page runs the transformer trained for this chapter (exported to ONNX from the package's " +
-      "DecoderOnlyTransformer, float32, equal to it within 1e-4, checked by the tests) one character at a time, " +
-      "and shows the distribution it samples each next character from.", "charlm");
-    if (!parts) return;
-    parts.button.addEventListener("click", async function () {
-      parts.button.disabled = true;
-      try {
-        say(parts, "Loading the runtime\u2026");
-        var rt = await loadRuntime();
-        var entry = rt.manifest.charlm;
-        if (!entry) throw new Error("this build has no chapter-8 model (its checkpoint was missing when the book was built)");
-        var session = await loadSession(rt, entry, function (got, total) {
-          say(parts, "Loading the model: " + mb(got) + (total ? " of " + mb(total) : ""));
-        });
-        parts.button.remove();
-        say(parts, "");
-        buildCharLM(div, parts, rt, entry, session);
-      } catch (err) {
-        parts.button.disabled = false;
-        say(parts, "Live mode could not start: " + err.message, "error");
-      }
+    initModel(div, {
+      key: "charlm", label: "the model", title: "Live: the chapter's character model generating",
+      blurb: "Type a prompt: this page runs the transformer trained for this chapter (exported to ONNX from the " +
+        "package's DecoderOnlyTransformer, float32, equal to it within 1e-4, checked by the tests) one character " +
+        "at a time, and shows the distribution it samples each next character from.",
+      missing: "this build has no chapter-8 model (its checkpoint was missing when the book was built)",
+      prepare: async function (parts, rt, entry) {
+        return function (session) { say(parts, ""); buildCharLM(div, parts, rt, entry, session); };
+      },
     });
   }
 
