@@ -135,26 +135,26 @@
     parts.msg.setAttribute("role", kind === "error" ? "alert" : "status");
   }
 
-  // The switch every widget shares. On click: load the runtime, check that the manifest has the model
-  // `spec.key`, run `spec.prepare(parts, rt, entry)` (whatever else the widget needs, e.g. a tokenizer),
-  // load the model, then remove the switch and call the function `prepare` returned with the session.
-  // Any failure says why and leaves the switch for another try.
-  function initModel(div, spec) {
-    var parts = frame(div, spec.title, spec.blurb, spec.key);
+  // The switch every widget shares (the widgets are in WIDGETS, at the end). On click: load the runtime;
+  // take the manifest's entry for `key` (or say `spec.missing`); `spec.prepare(entry)`, where given,
+  // loads what else the widget needs; load the model; remove the switch and call
+  // `spec.build(div, parts, rt, entry, session, prepared)`. A failure says why and leaves the switch.
+  function initModel(div, key, spec) {
+    var parts = frame(div, spec.title, spec.blurb, key);
     if (!parts) return;
     parts.button.addEventListener("click", async function () {
       parts.button.disabled = true;
       try {
         say(parts, "Loading the runtime\u2026");
         var rt = await loadRuntime();
-        var entry = rt.manifest[spec.key];
-        if (!entry) throw new Error(spec.missing);
-        var build = await spec.prepare(parts, rt, entry);
+        var entry = rt.manifest[key];
+        if (!entry) throw new Error(spec.missing || "this build has no " + spec.label + " model");
+        var prepared = spec.prepare ? await spec.prepare(entry) : null;
         var session = await loadSession(rt, entry, function (got, total) {
           say(parts, "Loading " + spec.label + ": " + mb(got) + (total ? " of " + mb(total) : ""));
         });
         parts.button.remove();
-        build(session);
+        spec.build(div, parts, rt, entry, session, prepared);
       } catch (err) {
         parts.button.disabled = false;
         say(parts, "Live mode could not start: " + err.message, "error");
@@ -163,24 +163,14 @@
   }
 
   // ------------------------------------------------------------------ MiniLM: attention of your sentence
-  function initMiniLM(div) {
-    initModel(div, {
-      key: "minilm", label: "MiniLM", title: "Live: your sentence through MiniLM",
-      blurb: "Type a sentence: this page tokenizes it (WordPiece, the model's own tokenizer.json), runs the encoder " +
-        "exported from this package's BertEncoder (float32, equal to it within 1e-4, checked by the tests), " +
-        "and draws the attention of the chosen layer and head, and all 72 heads.",
-      missing: "this build has no MiniLM model files",
-      prepare: async function (parts, rt, entry) {
-        var tokJson = await fetchJSON(BASE + "models/tokenizer.json");
-        var tokCfg = await fetchJSON(BASE + "models/tokenizer_config.json");
-        var lib = await import(BASE + "vendor/tokenizers.min.mjs");
-        var tokenizer = new lib.Tokenizer(tokJson, tokCfg);
-        return function (session) { buildMiniLM(div, parts, rt, entry, tokenizer, session); };
-      },
-    });
+  async function loadTokenizer() { // WordPiece, from the model's own tokenizer.json
+    var tokJson = await fetchJSON(BASE + "models/tokenizer.json");
+    var tokCfg = await fetchJSON(BASE + "models/tokenizer_config.json");
+    var lib = await import(BASE + "vendor/tokenizers.min.mjs");
+    return new lib.Tokenizer(tokJson, tokCfg);
   }
 
-  function buildMiniLM(div, parts, rt, entry, tokenizer, session) {
+  function buildMiniLM(div, parts, rt, entry, session, tokenizer) {
     var n = ++uid;
     var input = h("textarea", { cls: "tl-live-input", rows: "2", "aria-label": "sentence for MiniLM" });
     input.value = div.dataset.text || DEFAULT_SENTENCE;
@@ -341,22 +331,10 @@
   function hex(s) { return [1, 3, 5].map(function (j) { return parseInt(s.slice(j, j + 2), 16); }); }
 
   // ------------------------------------------------------------------ chapter 8: the character model generating
-  function initCharLM(div) {
-    initModel(div, {
-      key: "charlm", label: "the model", title: "Live: the chapter's character model generating",
-      blurb: "Type a prompt: this page runs the transformer trained for this chapter (exported to ONNX from the " +
-        "package's DecoderOnlyTransformer, float32, equal to it within 1e-4, checked by the tests) one character " +
-        "at a time, and shows the distribution it samples each next character from.",
-      missing: "this build has no chapter-8 model (its checkpoint was missing when the book was built)",
-      prepare: async function (parts, rt, entry) {
-        return function (session) { say(parts, ""); buildCharLM(div, parts, rt, entry, session); };
-      },
-    });
-  }
-
   function showChar(c) { return c === "\n" ? "\u23ce" : c === " " ? "\u2423" : c; }
 
   function buildCharLM(div, parts, rt, entry, session) {
+    say(parts, "");
     var n = ++uid, V = entry.vocab.length, index = new Map();
     entry.vocab.forEach(function (c, i) { index.set(c, i); });
     var prompt = h("textarea", { cls: "tl-live-input", rows: "3", "aria-label": "prompt for the character model" });
@@ -503,13 +481,33 @@
     stop.addEventListener("click", function () { stopRequested = true; });
   }
 
+  // ------------------------------------------------------------------ the widgets, by data-model
+  // title and blurb: above the switch; label: the model's name while it downloads; prepare and build: see initModel.
+  var WIDGETS = {
+    minilm: {
+      label: "MiniLM", title: "Live: your sentence through MiniLM",
+      blurb: "Type a sentence: this page tokenizes it (WordPiece, the model's own tokenizer.json), runs the encoder " +
+        "exported from this package's BertEncoder (float32, equal to it within 1e-4, checked by the tests), " +
+        "and draws the attention of the chosen layer and head, and all 72 heads.",
+      prepare: loadTokenizer, build: buildMiniLM,
+    },
+    charlm: {
+      label: "the model", title: "Live: the chapter's character model generating",
+      blurb: "Type a prompt: this page runs the transformer trained for this chapter (exported to ONNX from the package's " +
+        "DecoderOnlyTransformer, float32, equal to it within 1e-4, checked by the tests) one character at a time, " +
+        "and shows the distribution it samples each next character from.",
+      missing: "this build has no chapter-8 model (its checkpoint was missing when the book was built)",
+      build: buildCharLM,
+    },
+  };
+
   function init() {
     document.querySelectorAll(".tl-live").forEach(function (div) {
       if (div.dataset.ready) return;
       div.dataset.ready = "1";
-      if (div.dataset.model === "minilm") initMiniLM(div);
-      else if (div.dataset.model === "charlm") initCharLM(div);
-      else div.textContent = "Unknown live model: " + div.dataset.model;
+      var key = div.dataset.model;
+      if (Object.prototype.hasOwnProperty.call(WIDGETS, key)) initModel(div, key, WIDGETS[key]);
+      else div.textContent = "Unknown live model: " + key;
     });
   }
   if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", init);
