@@ -13,8 +13,18 @@ Import the helpers with ``from tests.conftest import close, F64`` (the repositor
 
 from __future__ import annotations
 
+import json
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
 import torch
+from hypothesis import HealthCheck, settings
+from safetensors import safe_open
+from safetensors.torch import load_file
 from torch import nn
+
+import transformer_lite as tl
 
 F64 = torch.float64
 
@@ -72,3 +82,74 @@ def _torch_layer(kind, d_model, n_heads, d_ff, norm_first, activation, seed, eps
         dtype=dtype,
     )
     return _nontrivial(layer)
+
+
+# --------------------------------------------------------------------------- shared by several test files
+# Hypothesis settings, inputs of the attention property tests, skips for models that are not installed,
+# golden files, small seeded models for the training smoke tests, and from_torch's type check.
+
+
+def reproducible(max_examples: int) -> settings:
+    """Hypothesis settings of the property tests: derandomized, no example database, no deadline."""
+    return settings(
+        max_examples=max_examples,
+        deadline=None,
+        derandomize=True,
+        database=None,
+        suppress_health_check=[HealthCheck.too_slow],
+    )
+
+
+def make_qkv(batch, L, S, d_k, d_v, seed, dtype=F64):
+    """Queries (*batch, L, d_k), keys (*batch, S, d_k), values (*batch, S, d_v) and the seeded generator
+    that drew them (for the masks and perturbations that follow)."""
+    gen = torch.Generator().manual_seed(seed)
+    q = torch.randn(*batch, L, d_k, dtype=dtype, generator=gen)
+    k = torch.randn(*batch, S, d_k, dtype=dtype, generator=gen)
+    v = torch.randn(*batch, S, d_v, dtype=dtype, generator=gen)
+    return q, k, v, gen
+
+
+def missing_reason(what: str, *finders: Callable[[], object]) -> str | None:
+    """Why ``what`` cannot be tested here: the first finder that raises FileNotFoundError or
+    ImportError says so; None when every finder succeeds (the model is installed)."""
+    try:
+        for find in finders:
+            find()
+    except (FileNotFoundError, ImportError) as e:
+        return f"{what} not available ({e})"
+    return None
+
+
+def load_golden(path: Path, metadata_key: str) -> tuple[dict[str, torch.Tensor], list]:
+    """The tensors of a golden safetensors file and the JSON list stored in its metadata under key."""
+    with safe_open(str(path), "pt") as f:
+        inputs = json.loads(f.metadata()[metadata_key])
+    return load_file(str(path)), inputs
+
+
+# The small model of the training smoke tests (seeded: the parameters are drawn right after the seed).
+SMALL = dict(d_model=32, n_heads=4, d_ff=64)
+
+
+def small_decoder_only(vocab_size: int, max_len: int, seed: int = 0, **config):
+    """A seeded ``DecoderOnlyTransformer`` of size ``SMALL`` (``config`` adds or overrides fields)."""
+    torch.manual_seed(seed)
+    return tl.DecoderOnlyTransformer(
+        tl.DecoderOnlyConfig(vocab_size=vocab_size, max_len=max_len, **{**SMALL, **config})
+    )
+
+
+def small_encoder_decoder(src_vocab: int, tgt_vocab: int, seed: int = 0, **config):
+    """A seeded ``EncoderDecoderTransformer`` of size ``SMALL`` without dropout (``config`` adds or
+    overrides fields)."""
+    torch.manual_seed(seed)
+    return tl.EncoderDecoderTransformer(
+        tl.EncoderDecoderConfig(src_vocab, tgt_vocab, **{**SMALL, "dropout": 0.0, **config})
+    )
+
+
+def assert_from_torch_rejects_wrong_type(cls, bad: nn.Module, expected: str) -> None:
+    """``cls.from_torch(bad)`` raises ValueError naming the torch class it expects and the one received."""
+    with pytest.raises(ValueError, match=rf"expected {expected}, received {type(bad).__name__}"):
+        cls.from_torch(bad)

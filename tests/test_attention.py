@@ -22,7 +22,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from tests.conftest import F64, close
+from tests.conftest import F64, assert_from_torch_rejects_wrong_type, close
 from transformer_lite import (
     MultiHeadAttention,
     bool_to_additive_mask,
@@ -679,10 +679,7 @@ def test_mha_rejects_mask_that_does_not_broadcast():
     "bad", [nn.Linear(4, 4), nn.TransformerEncoderLayer(8, 2, batch_first=True)]
 )
 def test_mha_from_torch_rejects_wrong_type(bad):
-    with pytest.raises(
-        ValueError, match=rf"expected nn.MultiheadAttention, received {type(bad).__name__}"
-    ):
-        MultiHeadAttention.from_torch(bad)
+    assert_from_torch_rejects_wrong_type(MultiHeadAttention, bad, "nn.MultiheadAttention")
 
 
 @pytest.mark.parametrize("kwargs", [{"kdim": 4}, {"add_bias_kv": True}, {"add_zero_attn": True}])

@@ -22,20 +22,14 @@ Oracles:
 import pytest
 import torch
 import torch.nn.functional as F
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
-from tests.conftest import F64
+from tests.conftest import F64, make_qkv, reproducible
 from transformer_lite import causal_mask, padding_mask, scaled_dot_product_attention
 from transformer_lite.nn.efficient_attention import memory_efficient_attention, peak_allocated_bytes
 
-PROPS = settings(
-    max_examples=120,
-    deadline=None,
-    derandomize=True,
-    database=None,
-    suppress_health_check=[HealthCheck.too_slow],
-)
+PROPS = reproducible(max_examples=120)
 
 
 def direct(q, k, v, **kw):
@@ -44,14 +38,6 @@ def direct(q, k, v, **kw):
 
 def close(actual, expected, atol=1e-10, rtol=1e-10, msg=None):
     torch.testing.assert_close(actual, expected, atol=atol, rtol=rtol, msg=msg)
-
-
-def make_qkv(batch, L, S, d_k, d_v, seed, dtype=F64):
-    gen = torch.Generator().manual_seed(seed)
-    q = torch.randn(*batch, L, d_k, dtype=dtype, generator=gen)
-    k = torch.randn(*batch, S, d_k, dtype=dtype, generator=gen)
-    v = torch.randn(*batch, S, d_v, dtype=dtype, generator=gen)
-    return q, k, v, gen
 
 
 block_sizes = st.one_of(st.integers(1, 7), st.tuples(st.integers(1, 7), st.integers(1, 7)))

@@ -18,7 +18,7 @@ import pytest
 import torch
 from torch import nn
 
-from tests.conftest import F64, close, rand
+from tests.conftest import F64, close, rand, small_encoder_decoder
 from transformer_lite import (
     DecoderBlock,
     EncoderDecoderConfig,
@@ -367,20 +367,7 @@ def test_greedy_decode_stops_at_eos_pads_with_eos_and_restores_mode():
 
 def test_tiny_model_learns_to_reverse_a_fixed_batch():
     # Smoke test that the pieces train together: overfit 8 reversal examples (ids 3..9; 0 = BOS, 1 = EOS).
-    torch.manual_seed(0)
-    model = EncoderDecoderTransformer(
-        EncoderDecoderConfig(
-            10,
-            10,
-            d_model=32,
-            n_heads=4,
-            n_encoder_layers=1,
-            n_decoder_layers=1,
-            d_ff=64,
-            dropout=0.0,
-            max_len=8,
-        )
-    )
+    model = small_encoder_decoder(10, 10, n_encoder_layers=1, n_decoder_layers=1, max_len=8, seed=0)
     src = torch.randint(3, 10, (8, 5), generator=torch.Generator().manual_seed(0))
     tgt = torch.cat([src.flip(1), torch.ones(8, 1, dtype=torch.long)], dim=1)  # reversed, then EOS
     tgt_in = torch.cat([torch.zeros(8, 1, dtype=torch.long), tgt[:, :-1]], dim=1)  # shifted right

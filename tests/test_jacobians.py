@@ -66,6 +66,15 @@ def torch_states(m, x, h0):
     return torch.cat([h0[:, None], out], dim=1)
 
 
+def torch_run(m, seed, L, B=2):
+    """Seeded inputs x (B, L, I) and start states h0 (B, H), both from one generator, and the states
+    h_0 .. h_L that torch's module m computes from them (B, L + 1, H)."""
+    gen = torch.Generator().manual_seed(seed)
+    x = torch.randn(B, L, m.input_size, dtype=F64, generator=gen)
+    h0 = torch.randn(B, m.hidden_size, dtype=F64, generator=gen)
+    return x, h0, torch_states(m, x, h0)
+
+
 # --------------------------------------------------------------------------- 1. scalar case by hand
 
 
@@ -141,12 +150,7 @@ def make_rnn_pair(nonlinearity, seed, I=3, H=4):
 @pytest.mark.parametrize("nonlinearity", ["tanh", "relu"])
 def test_rnn_step_jacobians_match_autograd_of_nn_rnn_one_step(nonlinearity):
     m, ours = make_rnn_pair(nonlinearity, seed=10)
-    gen = torch.Generator().manual_seed(10)
-    x, h0 = (
-        torch.randn(2, 6, 3, dtype=F64, generator=gen),
-        torch.randn(2, 4, dtype=F64, generator=gen),
-    )
-    states = torch_states(m, x, h0)  # (B, L + 1, H)
+    x, h0, states = torch_run(m, seed=10, L=6)
 
     jac = rnn_step_jacobians(ours, x, h0)
 
@@ -165,12 +169,7 @@ def test_rnn_step_jacobians_match_autograd_of_nn_rnn_one_step(nonlinearity):
 @pytest.mark.parametrize("nonlinearity", ["tanh", "relu"])
 def test_jacobian_products_match_autograd_of_unrolled_nn_rnn(nonlinearity):
     m, ours = make_rnn_pair(nonlinearity, seed=11)
-    gen = torch.Generator().manual_seed(11)
-    x, h0 = (
-        torch.randn(2, 5, 3, dtype=F64, generator=gen),
-        torch.randn(2, 4, dtype=F64, generator=gen),
-    )
-    states = torch_states(m, x, h0)
+    x, h0, states = torch_run(m, seed=11, L=5)
     jac = rnn_step_jacobians(ours, x, h0)
     for s in range(6):
         for t in range(s, 6):
@@ -193,12 +192,7 @@ def test_gru_step_jacobians_and_products_match_autograd_of_nn_gru():
     torch.manual_seed(13)
     m = nn.GRU(3, 4, batch_first=True).to(F64)
     ours = GRU.from_torch(m)
-    gen = torch.Generator().manual_seed(13)
-    x, h0 = (
-        torch.randn(2, 5, 3, dtype=F64, generator=gen),
-        torch.randn(2, 4, dtype=F64, generator=gen),
-    )
-    states = torch_states(m, x, h0)
+    x, h0, states = torch_run(m, seed=13, L=5)
 
     jac = autograd_step_jacobians(ours, x, h0)
 
@@ -211,12 +205,7 @@ def test_gru_step_jacobians_and_products_match_autograd_of_nn_gru():
 @pytest.mark.parametrize("norm", ["spectral", "fro"])
 def test_gradient_norm_vs_lag_matches_norms_of_autograd_jacobians(norm):
     m, ours = make_rnn_pair("tanh", seed=14)
-    gen = torch.Generator().manual_seed(14)
-    x, h0 = (
-        torch.randn(2, 6, 3, dtype=F64, generator=gen),
-        torch.randn(2, 4, dtype=F64, generator=gen),
-    )
-    states = torch_states(m, x, h0)
+    x, h0, states = torch_run(m, seed=14, L=6)
     ord_ = 2 if norm == "spectral" else "fro"
     for T in (6, 4, 0):
         lags, norms = gradient_norm_vs_lag(rnn_step_jacobians(ours, x, h0), T=T, norm=norm)

@@ -20,7 +20,7 @@ import torch.nn.functional as F
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tests.conftest import F64, close
+from tests.conftest import F64, close, small_decoder_only
 from transformer_lite import TransformerBlock
 from transformer_lite.models.decoder_only import (
     DecoderOnlyConfig,
@@ -200,18 +200,7 @@ def test_sample_next_token():
 
 
 def test_overfits_one_batch():
-    torch.manual_seed(0)
-    model = DecoderOnlyTransformer(
-        DecoderOnlyConfig(
-            vocab_size=13,
-            max_len=16,
-            d_model=32,
-            n_heads=4,
-            n_layers=2,
-            d_ff=64,
-            positional="rotary",
-        )
-    )
+    model = small_decoder_only(vocab_size=13, max_len=16, n_layers=2, positional="rotary", seed=0)
     ids = torch.randint(0, 13, (4, 17), generator=torch.Generator().manual_seed(1))
     x, y = ids[:, :-1], ids[:, 1:]
     opt = torch.optim.AdamW(model.parameters(), lr=1e-2)

@@ -15,14 +15,12 @@ installed (``minilm_dir()`` raises FileNotFoundError). The input-validation
 tests of BertEncoder use a tiny random config and always run.
 """
 
-import json
 from pathlib import Path
 
 import pytest
 import torch
-from safetensors import safe_open
-from safetensors.torch import load_file
 
+from tests.conftest import load_golden, missing_reason
 from transformer_lite import BertConfig, BertEncoder
 from transformer_lite.pretrained.minilm import load_minilm, minilm_dir
 
@@ -30,24 +28,13 @@ GOLDEN = Path(__file__).parent / "golden" / "minilm_golden.safetensors"
 TOL = 1e-4  # we measure about 2e-6 against transformers
 
 
-def _model_missing_reason():
-    try:
-        minilm_dir()
-    except FileNotFoundError as e:
-        return f"MiniLM weights not installed ({e})"
-    return None
-
-
-_MISSING = _model_missing_reason()
+_MISSING = missing_reason("MiniLM weights", minilm_dir)
 needs_model = pytest.mark.skipif(_MISSING is not None, reason=_MISSING or "")
 
 
 @pytest.fixture(scope="module")
 def golden():
-    tensors = load_file(str(GOLDEN))
-    with safe_open(str(GOLDEN), "pt") as f:
-        sentences = json.loads(f.metadata()["sentences"])
-    return tensors, sentences
+    return load_golden(GOLDEN, "sentences")  # (tensors, sentences)
 
 
 @pytest.fixture(scope="module")

@@ -16,10 +16,10 @@ integer), so every example has distinct random rows. Runs are reproducible:
 
 import torch
 import torch.nn.functional as F
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tests.conftest import F64
+from tests.conftest import F64, make_qkv, reproducible
 from transformer_lite import (
     MultiHeadAttention,
     TransformerBlock,
@@ -27,13 +27,7 @@ from transformer_lite import (
     scaled_dot_product_attention,
 )
 
-PROPS = settings(
-    max_examples=100,
-    deadline=None,
-    derandomize=True,
-    database=None,
-    suppress_health_check=[HealthCheck.too_slow],
-)
+PROPS = reproducible(max_examples=100)
 FEW = settings(PROPS, max_examples=40)
 
 batch_shapes = st.lists(st.integers(1, 3), min_size=0, max_size=2).map(tuple)
@@ -41,14 +35,8 @@ lengths = st.integers(1, 6)
 dims = st.integers(1, 5)
 seeds = st.integers(0, 2**31 - 1)
 mask_densities = st.sampled_from([0.0, 0.2, 0.5, 0.8, 1.0])  # 0.0: every row fully masked
-
-
-def make_qkv(batch, L, S, d_k, d_v, seed):
-    gen = torch.Generator().manual_seed(seed)
-    q = torch.randn(*batch, L, d_k, dtype=F64, generator=gen)
-    k = torch.randn(*batch, S, d_k, dtype=F64, generator=gen)
-    v = torch.randn(*batch, S, d_v, dtype=F64, generator=gen)
-    return q, k, v, gen
+# the arguments of make_qkv: batch shape, L queries, S keys, d_k, d_v and the seed of the values
+qkv_args = dict(batch=batch_shapes, L=lengths, S=lengths, d_k=dims, d_v=dims, seed=seeds)
 
 
 def make_mask(shape, density, gen, per_batch):
@@ -58,16 +46,7 @@ def make_mask(shape, density, gen, per_batch):
 
 
 @PROPS
-@given(
-    batch=batch_shapes,
-    L=lengths,
-    S=lengths,
-    d_k=dims,
-    d_v=dims,
-    seed=seeds,
-    density=mask_densities,
-    per_batch=st.booleans(),
-)
+@given(**qkv_args, density=mask_densities, per_batch=st.booleans())
 def test_weights_sum_to_one_over_allowed_keys_and_are_zero_elsewhere(
     batch, L, S, d_k, d_v, seed, density, per_batch
 ):
@@ -90,9 +69,7 @@ def test_weights_sum_to_one_over_allowed_keys_and_are_zero_elsewhere(
 
 
 @PROPS
-@given(
-    batch=batch_shapes, L=lengths, S=lengths, d_k=dims, d_v=dims, seed=seeds, density=mask_densities
-)
+@given(**qkv_args, density=mask_densities)
 def test_fully_masked_rows_give_zeros_and_zero_finite_gradients(
     batch, L, S, d_k, d_v, seed, density
 ):
@@ -117,16 +94,7 @@ def test_fully_masked_rows_give_zeros_and_zero_finite_gradients(
 
 
 @PROPS
-@given(
-    batch=batch_shapes,
-    L=lengths,
-    S=lengths,
-    d_k=dims,
-    d_v=dims,
-    seed=seeds,
-    p=st.integers(0, 5),
-    with_mask=st.booleans(),
-)
+@given(**qkv_args, p=st.integers(0, 5), with_mask=st.booleans())
 def test_causal_future_keys_never_change_earlier_outputs(batch, L, S, d_k, d_v, seed, p, with_mask):
     p = p % S  # the key/value position to change
     q, k, v, gen = make_qkv(batch, L, S, d_k, d_v, seed)

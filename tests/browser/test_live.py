@@ -15,14 +15,13 @@ import importlib.util
 import json
 import statistics
 from pathlib import Path
-from urllib.parse import urlparse
 
 import numpy as np
 import pytest
 import torch
 
 import transformer_lite as tl
-from tests.browser.test_site import SHOTS, Visit
+from tests.browser.conftest import SHOTS, Visit, site_pages
 
 ROOT = Path(__file__).resolve().parents[2]
 TOL = 1e-4
@@ -30,7 +29,9 @@ SENTENCE_16 = "The quick brown fox jumps over the lazy dog near the river bank."
 
 
 def _live_models():
-    spec = importlib.util.spec_from_file_location("tl_live_models", ROOT / "book" / "_ext" / "live_models.py")
+    spec = importlib.util.spec_from_file_location(
+        "tl_live_models", ROOT / "book" / "_ext" / "live_models.py"
+    )
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
@@ -38,28 +39,46 @@ def _live_models():
 
 def _pages_with(site: Path, model: str) -> list[str]:
     marker = f'data-model="{model}"'
-    return sorted(str(p.relative_to(site)) for p in site.rglob("*.html")
-                  if "_static" not in p.parts and marker in p.read_text(encoding="utf-8"))
+    return sorted(
+        str(p.relative_to(site))
+        for p in site.rglob("*.html")
+        if "_static" not in p.parts and marker in p.read_text(encoding="utf-8")
+    )
 
 
-def _open(server, browser, page_name: str) -> Visit:
-    u = urlparse(server)
-    return Visit(browser, f"{server}/{page_name}", (u.scheme, u.netloc))
+def _live_boxes(server, browser, site: Path, model: str):
+    """For each page with a live box of ``model``: (page name, its Visit, the first such box on it)."""
+    for name in _pages_with(site, model):
+        with Visit.served(server, browser, name) as visit:
+            yield name, visit, visit.page.locator(f'.tl-live[data-model="{model}"]').first
+
+
+def _switch_on(box) -> None:
+    """Switch live mode on and wait until the model has loaded (its run button is there)."""
+    box.scroll_into_view_if_needed()
+    box.locator(".tl-live-start").click()
+    box.locator(".tl-live-run").wait_for(timeout=120_000)
+
+
+def _wait_for_result(page, box) -> dict:
+    page.wait_for_function(
+        "b => b.dataset.state === 'done' || !!(b.tlResult && b.tlResult.error)",
+        arg=box.element_handle(),
+        timeout=180_000,
+    )
+    return box.evaluate("b => b.tlResult")
 
 
 def _start(page, box) -> None:
-    box.scroll_into_view_if_needed()
-    box.locator(".tl-live-start").click()
-    page.wait_for_function("b => b.dataset.state === 'done' || !!(b.tlResult && b.tlResult.error)", arg=box.element_handle(),
-                           timeout=180_000)
+    """Switch MiniLM's box on and wait for the computation it starts on its default sentence."""
+    _switch_on(box)
+    _wait_for_result(page, box)
 
 
 def _run(page, box, button: str = ".tl-live-run") -> dict:
     box.evaluate("b => { b.dataset.state = ''; b.tlResult = null; }")
     box.locator(button).click()
-    page.wait_for_function("b => b.dataset.state === 'done' || !!(b.tlResult && b.tlResult.error)", arg=box.element_handle(),
-                           timeout=180_000)
-    return box.evaluate("b => b.tlResult")
+    return _wait_for_result(page, box)
 
 
 def _timings(update: dict) -> None:
@@ -80,7 +99,9 @@ def char_model():
     ckpt = _live_models().checkpoint_path()
     if not ckpt.is_file():
         pytest.skip(f"no chapter-8 checkpoint at {ckpt}: the build has no generation model")
-    spec = importlib.util.spec_from_file_location("tl_export_onnx", ROOT / "scripts" / "export_onnx.py")
+    spec = importlib.util.spec_from_file_location(
+        "tl_export_onnx", ROOT / "scripts" / "export_onnx.py"
+    )
     export = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(export)
     model, meta = export.load_checkpoint(ckpt)
@@ -93,80 +114,89 @@ def test_live_boxes_are_on_their_pages(site):
 
 def test_minilm_in_the_page_equals_the_package(server, browser, site, minilm):
     encoder, tokenizer = minilm
-    for name in _pages_with(site, "minilm"):
-        visit = _open(server, browser, name)
-        try:
-            page = visit.page
-            box = page.locator('.tl-live[data-model="minilm"]').first
-            _start(page, box)
-            for sentence in ("Attention lets every position look at every other position.", SENTENCE_16):
-                box.locator("textarea").fill(sentence)
-                result = _run(page, box)
-                assert "error" not in result, result
-                ids = tokenizer.encode(sentence)
-                assert result["ids"] == ids and result["tokens"] == tokenizer.tokens(sentence)
-                with torch.no_grad():
-                    _, attentions = encoder(torch.tensor([ids]))
-                A = torch.stack(attentions, dim=1)[0].numpy()  # (n_layers, H, L, L)
-                got = np.asarray(result["attentions"], dtype=np.float32).reshape(A.shape)
-                np.testing.assert_allclose(got, A, rtol=0, atol=TOL)
-                # the drawn heatmap shows the chosen layer and head (0 and 2 when the page opens)
-                plot_id = box.locator(".tl-live-plot").get_attribute("id")
-                z = np.asarray(page.evaluate(f"() => document.getElementById('{plot_id}').data[0].z"))
-                np.testing.assert_allclose(z, A[0, 2], rtol=0, atol=TOL)
-            box.locator("select[aria-label=layer]").select_option("4")
-            box.locator("select[aria-label=head]").select_option("7")
-            page.wait_for_timeout(300)
+    for name, visit, box in _live_boxes(server, browser, site, "minilm"):
+        page = visit.page
+        _start(page, box)
+        for sentence in (
+            "Attention lets every position look at every other position.",
+            SENTENCE_16,
+        ):
+            box.locator("textarea").fill(sentence)
+            result = _run(page, box)
+            assert "error" not in result, result
+            ids = tokenizer.encode(sentence)
+            assert result["ids"] == ids and result["tokens"] == tokenizer.tokens(sentence)
+            with torch.no_grad():
+                _, attentions = encoder(torch.tensor([ids]))
+            A = torch.stack(attentions, dim=1)[0].numpy()  # (n_layers, H, L, L)
+            got = np.asarray(result["attentions"], dtype=np.float32).reshape(A.shape)
+            np.testing.assert_allclose(got, A, rtol=0, atol=TOL)
+            # the drawn heatmap shows the chosen layer and head (0 and 2 when the page opens)
+            plot_id = box.locator(".tl-live-plot").get_attribute("id")
             z = np.asarray(page.evaluate(f"() => document.getElementById('{plot_id}').data[0].z"))
-            np.testing.assert_allclose(z, A[4, 7], rtol=0, atol=TOL)
-            assert "Layer 4, head 7" in box.locator(".tl-live-plot .gtitle").text_content()
-            box.screenshot(path=str(SHOTS / f"live-minilm-{name.replace('/', '__').removesuffix('.html')}.png"))
-            # one forward pass on 16 tokens: the median of 7 runs after the first
-            assert len(tokenizer.encode(SENTENCE_16)) == 16
-            times = [_run(page, box)["ms"] for _ in range(7)]
-            _timings({"minilm_forward_ms_16_tokens_median": statistics.median(times), "minilm_forward_ms_runs": times})
-            assert visit.foreign == [], f"requests that left the site: {visit.foreign}"
-            assert visit.errors == [], visit.errors
-        finally:
-            visit.close()
+            np.testing.assert_allclose(z, A[0, 2], rtol=0, atol=TOL)
+        box.locator("select[aria-label=layer]").select_option("4")
+        box.locator("select[aria-label=head]").select_option("7")
+        page.wait_for_timeout(300)
+        z = np.asarray(page.evaluate(f"() => document.getElementById('{plot_id}').data[0].z"))
+        np.testing.assert_allclose(z, A[4, 7], rtol=0, atol=TOL)
+        assert "Layer 4, head 7" in box.locator(".tl-live-plot .gtitle").text_content()
+        box.screenshot(
+            path=str(SHOTS / f"live-minilm-{name.replace('/', '__').removesuffix('.html')}.png")
+        )
+        # one forward pass on 16 tokens: the median of 7 runs after the first
+        assert len(tokenizer.encode(SENTENCE_16)) == 16
+        times = [_run(page, box)["ms"] for _ in range(7)]
+        _timings(
+            {
+                "minilm_forward_ms_16_tokens_median": statistics.median(times),
+                "minilm_forward_ms_runs": times,
+            }
+        )
+        assert visit.foreign == [], f"requests that left the site: {visit.foreign}"
+        assert visit.errors == [], visit.errors
 
 
 def test_greedy_generation_in_the_page_equals_generate(server, browser, site, char_model):
     model, vocab = char_model
-    for name in _pages_with(site, "charlm"):
-        visit = _open(server, browser, name)
-        try:
-            page = visit.page
-            box = page.locator('.tl-live[data-model="charlm"]').first
-            box.scroll_into_view_if_needed()
-            box.locator(".tl-live-start").click()
-            box.locator(".tl-live-run").wait_for(timeout=120_000)
-            prompt = "ROMEO\nO, "
-            n_new = min(100, model.config.max_len - len(prompt) + 1)
-            box.locator("textarea").fill(prompt)
-            box.locator("input[aria-label=temperature]").evaluate(
-                "e => { e.value = '0'; e.dispatchEvent(new Event('input')); }")
-            box.locator("input[aria-label='characters to generate']").fill(str(n_new))
-            result = _run(page, box)
-            assert "error" not in result, result
-            expected = model.generate(torch.tensor([[vocab.index(c) for c in prompt]]), n_new,
-                                      temperature=0.0)[0, len(prompt):].tolist()
-            assert result["generated_ids"] == expected
-            assert box.locator(".tl-live-generated").text_content() == "".join(vocab[i] for i in expected)
-            # the rate: 200 sampled characters (T = 0.8, top-k 10), past the model's 128 positions
-            box.locator("input[aria-label=temperature]").evaluate(
-                "e => { e.value = '0.8'; e.dispatchEvent(new Event('input')); }")
-            box.locator("input[aria-label='top-k (empty: all characters)']").fill("10")
-            box.locator("input[aria-label='characters to generate']").fill("200")
-            result = _run(page, box)
-            assert len(result["generated_ids"]) == 200 and set(result["generated"]) <= set(vocab)
-            _timings({"charlm_chars_per_second": 200 / result["seconds"],
-                      "charlm_model_ms_per_step": result["model_ms"] / 200})
-            box.screenshot(path=str(SHOTS / f"live-charlm-{name.replace('/', '__').removesuffix('.html')}.png"))
-            assert visit.foreign == [], f"requests that left the site: {visit.foreign}"
-            assert visit.errors == [], visit.errors
-        finally:
-            visit.close()
+    for name, visit, box in _live_boxes(server, browser, site, "charlm"):
+        page = visit.page
+        _switch_on(box)
+        prompt = "ROMEO\nO, "
+        n_new = min(100, model.config.max_len - len(prompt) + 1)
+        box.locator("textarea").fill(prompt)
+        box.locator("input[aria-label=temperature]").evaluate(
+            "e => { e.value = '0'; e.dispatchEvent(new Event('input')); }"
+        )
+        box.locator("input[aria-label='characters to generate']").fill(str(n_new))
+        result = _run(page, box)
+        assert "error" not in result, result
+        expected = model.generate(
+            torch.tensor([[vocab.index(c) for c in prompt]]), n_new, temperature=0.0
+        )[0, len(prompt) :].tolist()
+        assert result["generated_ids"] == expected
+        assert box.locator(".tl-live-generated").text_content() == "".join(
+            vocab[i] for i in expected
+        )
+        # the rate: 200 sampled characters (T = 0.8, top-k 10), past the model's 128 positions
+        box.locator("input[aria-label=temperature]").evaluate(
+            "e => { e.value = '0.8'; e.dispatchEvent(new Event('input')); }"
+        )
+        box.locator("input[aria-label='top-k (empty: all characters)']").fill("10")
+        box.locator("input[aria-label='characters to generate']").fill("200")
+        result = _run(page, box)
+        assert len(result["generated_ids"]) == 200 and set(result["generated"]) <= set(vocab)
+        _timings(
+            {
+                "charlm_chars_per_second": 200 / result["seconds"],
+                "charlm_model_ms_per_step": result["model_ms"] / 200,
+            }
+        )
+        box.screenshot(
+            path=str(SHOTS / f"live-charlm-{name.replace('/', '__').removesuffix('.html')}.png")
+        )
+        assert visit.foreign == [], f"requests that left the site: {visit.foreign}"
+        assert visit.errors == [], visit.errors
 
 
 def _message(box) -> str:
@@ -174,8 +204,7 @@ def _message(box) -> str:
 
 
 def test_bad_input_gives_a_clear_message_and_no_figure(server, browser, site):
-    visit = _open(server, browser, "live.html")
-    try:
+    with Visit.served(server, browser, "live.html") as visit:
         page = visit.page
         box = page.locator('.tl-live[data-model="minilm"]').first
         _start(page, box)
@@ -192,7 +221,8 @@ def test_bad_input_gives_a_clear_message_and_no_figure(server, browser, site):
             assert expected in result["error"] and expected in _message(box), (text[:20], result)
             assert figures.is_hidden(), "a figure stayed on screen for an input that has none"
         box.screenshot(path=str(SHOTS / "live-minilm-too-long.png"))
-        box.locator("textarea").fill("Emoji 😀 and ẞ, Ωmega, 日本 \u0301 in one sentence.")  # odd but valid
+        # odd but valid
+        box.locator("textarea").fill("Emoji 😀 and ẞ, Ωmega, 日本 \u0301 in one sentence.")
         result = _run(page, box)
         assert "error" not in result and "[UNK]" in result["tokens"]
         assert "[UNK]" in box.locator(".tl-live-info").text_content()
@@ -202,15 +232,15 @@ def test_bad_input_gives_a_clear_message_and_no_figure(server, browser, site):
         if manifest["charlm"] is None:  # built without a chapter-8 checkpoint: the box says so
             char = page.locator('.tl-live[data-model="charlm"]').first
             char.locator(".tl-live-start").click()
-            page.wait_for_function("b => b.querySelector('.tl-live-error')", arg=char.element_handle())
+            page.wait_for_function(
+                "b => b.querySelector('.tl-live-error')", arg=char.element_handle()
+            )
             assert "no chapter-8 model" in _message(char)
             assert visit.foreign == [] and visit.errors == [], (visit.foreign, visit.errors)
             return
         char = page.locator('.tl-live[data-model="charlm"]').first
-        char.scroll_into_view_if_needed()
-        char.locator(".tl-live-start").click()
-        char.locator(".tl-live-run").wait_for(timeout=120_000)
-        char_cases = {"": "empty", "Caf\u00e9 \U0001F600\r": "U+00E9", "ROMEO\u200b": "U+200B"}
+        _switch_on(char)
+        char_cases = {"": "empty", "Caf\u00e9 \U0001f600\r": "U+00E9", "ROMEO\u200b": "U+200B"}
         for text, expected in char_cases.items():
             char.locator("textarea").fill(text)
             result = _run(page, char)
@@ -222,13 +252,10 @@ def test_bad_input_gives_a_clear_message_and_no_figure(server, browser, site):
         assert "Top-k" in result["error"]
         char.screenshot(path=str(SHOTS / "live-charlm-unknown-characters.png"))
         assert visit.foreign == [] and visit.errors == [], (visit.foreign, visit.errors)
-    finally:
-        visit.close()
 
 
 def test_live_boxes_from_a_file_url_say_why_in_one_line(browser, site):
-    visit = Visit(browser, (site / "live.html").as_uri(), ("file", ""))
-    try:
+    with Visit(browser, (site / "live.html").as_uri(), ("file", "")) as visit:
         boxes = visit.page.locator(".tl-live")
         assert boxes.count() == 2
         for i in range(2):
@@ -237,18 +264,16 @@ def test_live_boxes_from_a_file_url_say_why_in_one_line(browser, site):
             assert box.locator(".tl-live-start").count() == 0
             assert "served over http" in box.locator(".tl-live-note").text_content()
         assert visit.errors == [] and visit.foreign == []
-    finally:
-        visit.close()
 
 
-def test_nothing_live_is_loaded_before_the_reader_asks(server, browser, site):
-    u = urlparse(server)
-    visit = Visit(browser, f"{server}/live.html", (u.scheme, u.netloc))
-    try:
-        loaded = visit.page.evaluate("() => performance.getEntriesByType('resource').map(e => e.name)")
-        assert not [x for x in loaded if "/_static/live/vendor/" in x or "/_static/live/models/" in x], loaded
-    finally:
-        visit.close()
+def test_nothing_live_is_loaded_before_the_reader_asks(server, browser):
+    with Visit.served(server, browser, "live.html") as visit:
+        loaded = visit.page.evaluate(
+            "() => performance.getEntriesByType('resource').map(e => e.name)"
+        )
+        assert not [
+            x for x in loaded if "/_static/live/vendor/" in x or "/_static/live/models/" in x
+        ], loaded
 
 
 def _bytes(path: Path) -> int:
@@ -260,24 +285,26 @@ def test_site_is_at_most_30_mb_without_the_live_model_files(site):
     live = site / "_static" / "live"
     on_demand = _bytes(live / "vendor") + _bytes(live / "models")
     total = _bytes(site)
-    _timings({"site_bytes": total, "site_bytes_without_live_files": total - on_demand, "live_files_bytes": on_demand})
+    _timings(
+        {
+            "site_bytes": total,
+            "site_bytes_without_live_files": total - on_demand,
+            "live_files_bytes": on_demand,
+        }
+    )
     assert total - on_demand <= 30e6, f"{(total - on_demand) / 1e6:.1f} MB"
-    assert not list((site / "_static" / "mathjax").glob("tex-svg*.js"))  # only the component the pages use
+    # only the MathJax component the pages use
+    assert not list((site / "_static" / "mathjax").glob("tex-svg*.js"))
 
 
 def test_page_weights(server, browser, site):
     """What each page loads when opened (HTML, scripts, styles, fonts, images), before any live mode."""
-    from tests.browser.test_site import _pages
-
-    u = urlparse(server)
     weights = {}
-    for name in _pages(site):
-        visit = Visit(browser, f"{server}/{name}", (u.scheme, u.netloc))
-        try:
+    for name in site_pages(site):
+        with Visit.served(server, browser, name) as visit:
             weights[name] = visit.page.evaluate(
                 "() => performance.getEntriesByType('navigation').concat(performance.getEntriesByType('resource'))"
-                ".reduce((s, e) => s + (e.decodedBodySize || 0), 0)")
-        finally:
-            visit.close()
+                ".reduce((s, e) => s + (e.decodedBodySize || 0), 0)"
+            )
     _timings({"page_weights_bytes": weights})
     assert all(w > 0 for w in weights.values())

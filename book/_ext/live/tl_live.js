@@ -135,28 +135,26 @@
     parts.msg.setAttribute("role", kind === "error" ? "alert" : "status");
   }
 
-  // ------------------------------------------------------------------ MiniLM: attention of your sentence
-  function initMiniLM(div) {
-    var parts = frame(div, "Live: your sentence through MiniLM",
-      "Type a sentence: this page tokenizes it (WordPiece, the model's own tokenizer.json), runs the encoder " +
-      "exported from this package's BertEncoder (float32, equal to it within 1e-4, checked by the tests), " +
-      "and draws the attention of the chosen layer and head, and all 72 heads.", "minilm");
+  // The switch every widget shares (the widgets are in WIDGETS, at the end). On click: load the runtime;
+  // take the manifest's entry for `key` (or say `spec.missing`); `spec.prepare(entry)`, where given,
+  // loads what else the widget needs; load the model; remove the switch and call
+  // `spec.build(div, parts, rt, entry, session, prepared)`. A failure says why and leaves the switch.
+  function initModel(div, key, spec) {
+    var parts = frame(div, spec.title, spec.blurb, key);
     if (!parts) return;
     parts.button.addEventListener("click", async function () {
       parts.button.disabled = true;
       try {
         say(parts, "Loading the runtime\u2026");
         var rt = await loadRuntime();
-        var entry = rt.manifest.minilm;
-        var tokJson = await fetchJSON(BASE + "models/tokenizer.json");
-        var tokCfg = await fetchJSON(BASE + "models/tokenizer_config.json");
-        var lib = await import(BASE + "vendor/tokenizers.min.mjs");
-        var tokenizer = new lib.Tokenizer(tokJson, tokCfg);
+        var entry = rt.manifest[key];
+        if (!entry) throw new Error(spec.missing || "this build has no " + spec.label + " model");
+        var prepared = spec.prepare ? await spec.prepare(entry) : null;
         var session = await loadSession(rt, entry, function (got, total) {
-          say(parts, "Loading MiniLM: " + mb(got) + (total ? " of " + mb(total) : ""));
+          say(parts, "Loading " + spec.label + ": " + mb(got) + (total ? " of " + mb(total) : ""));
         });
         parts.button.remove();
-        buildMiniLM(div, parts, rt, entry, tokenizer, session);
+        spec.build(div, parts, rt, entry, session, prepared);
       } catch (err) {
         parts.button.disabled = false;
         say(parts, "Live mode could not start: " + err.message, "error");
@@ -164,7 +162,15 @@
     });
   }
 
-  function buildMiniLM(div, parts, rt, entry, tokenizer, session) {
+  // ------------------------------------------------------------------ MiniLM: attention of your sentence
+  async function loadTokenizer() { // WordPiece, from the model's own tokenizer.json
+    var tokJson = await fetchJSON(BASE + "models/tokenizer.json");
+    var tokCfg = await fetchJSON(BASE + "models/tokenizer_config.json");
+    var lib = await import(BASE + "vendor/tokenizers.min.mjs");
+    return new lib.Tokenizer(tokJson, tokCfg);
+  }
+
+  function buildMiniLM(div, parts, rt, entry, session, tokenizer) {
     var n = ++uid;
     var input = h("textarea", { cls: "tl-live-input", rows: "2", "aria-label": "sentence for MiniLM" });
     input.value = div.dataset.text || DEFAULT_SENTENCE;
@@ -325,35 +331,10 @@
   function hex(s) { return [1, 3, 5].map(function (j) { return parseInt(s.slice(j, j + 2), 16); }); }
 
   // ------------------------------------------------------------------ chapter 8: the character model generating
-  function initCharLM(div) {
-    var parts = frame(div, "Live: the chapter's character model generating",
-      "Type a prompt: this page runs the transformer trained for this chapter (exported to ONNX from the package's " +
-      "DecoderOnlyTransformer, float32, equal to it within 1e-4, checked by the tests) one character at a time, " +
-      "and shows the distribution it samples each next character from.", "charlm");
-    if (!parts) return;
-    parts.button.addEventListener("click", async function () {
-      parts.button.disabled = true;
-      try {
-        say(parts, "Loading the runtime\u2026");
-        var rt = await loadRuntime();
-        var entry = rt.manifest.charlm;
-        if (!entry) throw new Error("this build has no chapter-8 model (its checkpoint was missing when the book was built)");
-        var session = await loadSession(rt, entry, function (got, total) {
-          say(parts, "Loading the model: " + mb(got) + (total ? " of " + mb(total) : ""));
-        });
-        parts.button.remove();
-        say(parts, "");
-        buildCharLM(div, parts, rt, entry, session);
-      } catch (err) {
-        parts.button.disabled = false;
-        say(parts, "Live mode could not start: " + err.message, "error");
-      }
-    });
-  }
-
   function showChar(c) { return c === "\n" ? "\u23ce" : c === " " ? "\u2423" : c; }
 
   function buildCharLM(div, parts, rt, entry, session) {
+    say(parts, "");
     var n = ++uid, V = entry.vocab.length, index = new Map();
     entry.vocab.forEach(function (c, i) { index.set(c, i); });
     var prompt = h("textarea", { cls: "tl-live-input", rows: "3", "aria-label": "prompt for the character model" });
@@ -500,13 +481,33 @@
     stop.addEventListener("click", function () { stopRequested = true; });
   }
 
+  // ------------------------------------------------------------------ the widgets, by data-model
+  // title and blurb: above the switch; label: the model's name while it downloads; prepare and build: see initModel.
+  var WIDGETS = {
+    minilm: {
+      label: "MiniLM", title: "Live: your sentence through MiniLM",
+      blurb: "Type a sentence: this page tokenizes it (WordPiece, the model's own tokenizer.json), runs the encoder " +
+        "exported from this package's BertEncoder (float32, equal to it within 1e-4, checked by the tests), " +
+        "and draws the attention of the chosen layer and head, and all 72 heads.",
+      prepare: loadTokenizer, build: buildMiniLM,
+    },
+    charlm: {
+      label: "the model", title: "Live: the chapter's character model generating",
+      blurb: "Type a prompt: this page runs the transformer trained for this chapter (exported to ONNX from the package's " +
+        "DecoderOnlyTransformer, float32, equal to it within 1e-4, checked by the tests) one character at a time, " +
+        "and shows the distribution it samples each next character from.",
+      missing: "this build has no chapter-8 model (its checkpoint was missing when the book was built)",
+      build: buildCharLM,
+    },
+  };
+
   function init() {
     document.querySelectorAll(".tl-live").forEach(function (div) {
       if (div.dataset.ready) return;
       div.dataset.ready = "1";
-      if (div.dataset.model === "minilm") initMiniLM(div);
-      else if (div.dataset.model === "charlm") initCharLM(div);
-      else div.textContent = "Unknown live model: " + div.dataset.model;
+      var key = div.dataset.model;
+      if (Object.prototype.hasOwnProperty.call(WIDGETS, key)) initModel(div, key, WIDGETS[key]);
+      else div.textContent = "Unknown live model: " + key;
     });
   }
   if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", init);
