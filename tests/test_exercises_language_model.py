@@ -144,7 +144,7 @@ def test_loss_unknown_mistake_crash_and_stub(capsys):
 
 def test_loss_reference_on_a_hand_computed_case():
     """The checker's oracle on a case small enough to do by hand: L = 2, V = 2, logits (0, ln 3) -> p = (1/4, 3/4)."""
-    from transformer_lite.book.exercises import _next_token_nll
+    from transformer_lite.book.exercises.ch8_language_model import _next_token_nll
 
     logits = torch.tensor([[[0.0, math.log(3.0)], [5.0, -5.0]]], dtype=torch.float64)  # (1, 2, 2)
     nll = _next_token_nll(logits, torch.tensor([[0, 1]]))  # target of position 0 is token 1: p = 3/4
@@ -275,7 +275,7 @@ def test_temperature_shape_crash_nan_unknown_and_stub(capsys):
 def test_temperature_reference_on_a_hand_computed_case():
     """Logits (ln 1, ln 2, ln 3, ln 4) at T = 1 give p = (1, 2, 3, 4) / 10; top-2 keeps (3, 4) / 7; at T = 0.5
     the probabilities go as the squares, (9, 16) / 25."""
-    from transformer_lite.book.exercises import _temperature_top_k_probs
+    from transformer_lite.book.exercises.ch8_language_model import _temperature_top_k_probs
 
     logits = torch.log(torch.tensor([[1.0, 2.0, 3.0, 4.0]], dtype=torch.float64))
     torch.testing.assert_close(_temperature_top_k_probs(logits, 1.0, None),
@@ -289,7 +289,7 @@ def test_temperature_reference_on_a_hand_computed_case():
 def test_sample_next_token_draws_from_the_checked_distribution():
     """The package's sampler and the checked distribution agree: with top_k = 2 it never draws outside the top 2,
     and its draw frequencies match the reference probabilities (6,000 seeded draws, 4 standard errors)."""
-    from transformer_lite.book.exercises import _temperature_top_k_probs
+    from transformer_lite.book.exercises.ch8_language_model import _temperature_top_k_probs
     from transformer_lite.models.decoder_only import sample_next_token
 
     logits = torch.log(torch.tensor([[1.0, 2.0, 3.0, 4.0]], dtype=torch.float64)).float()
