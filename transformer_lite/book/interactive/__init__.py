@@ -20,10 +20,10 @@ from collections.abc import Sequence
 import torch
 from torch import Tensor
 
-from ..nn.masks import causal_mask
-from ..nn.positional import sinusoidal_positional_encoding
-from ..nn.recurrent import RNN
-from .jacobians import gradient_norm_vs_lag, recurrent_weight, rnn_step_jacobians
+from ...nn.masks import causal_mask
+from ...nn.positional import sinusoidal_positional_encoding
+from ...nn.recurrent import RNN
+from ..jacobians import gradient_norm_vs_lag, recurrent_weight, rnn_step_jacobians
 
 __all__ = [
     "attention_layers_figure", "mask_alignment_figure", "mask_variants_figure", "show",
