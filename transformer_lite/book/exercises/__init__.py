@@ -14,14 +14,17 @@ compares with this package's reference in float64, and
 
 One module per chapter, named after its notebook; the shared machinery is in :mod:`._checking`:
 
-* :mod:`.ch1_attention`: scaled dot-product attention, a head's score spread, splitting and merging heads;
-* :mod:`.ch2_causal_masks`: the causal mask, attention with a key/value cache, positions read from the mask;
+* :mod:`.ch1_attention`: scaled dot-product attention, a head's score spread, splitting and merging
+  heads;
+* :mod:`.ch2_causal_masks`: the causal mask, attention with a key/value cache, positions read from
+  the mask;
 * :mod:`.ch3_positional_encodings`: the sinusoidal encoding and rotary position embedding;
 * :mod:`.ch4_transformer_block`: layer normalization and a pre-norm block;
 * :mod:`.ch5_encoder_decoder`: teacher forcing's shift;
 * :mod:`.ch6_rnn_gradients`: an RNN step's Jacobian;
 * :mod:`.ch7_cost`: merging two blocks' online-softmax statistics;
-* :mod:`.ch8_language_model`: the next-token loss, temperature and top-k, loss units, the size of a key/value cache.
+* :mod:`.ch8_language_model`: the next-token loss, temperature and top-k, loss units, the size of a
+  key/value cache.
 
 Every checker is importable from here: ``from transformer_lite.book.exercises import check_rotary``.
 """

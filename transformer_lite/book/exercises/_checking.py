@@ -1,8 +1,8 @@
 """What every exercise checker shares: calling the learner's function, reporting, comparing.
 
-``_checker`` wraps a check so that a stub (``NotImplementedError``) prints "not implemented yet" and
-success prints a confirmation; ``_call`` turns a crash in the learner's code into a failed check with a
-hint; ``_diagnose`` names the classic mistake whose output matches the learner's.
+``_checker`` wraps a check so that a stub (``NotImplementedError``) prints "not implemented yet"
+and success prints a confirmation; ``_call`` turns a crash in the learner's code into a failed
+check with a hint; ``_diagnose`` names the classic mistake whose output matches the learner's.
 """
 
 from __future__ import annotations

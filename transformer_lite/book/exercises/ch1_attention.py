@@ -1,4 +1,5 @@
-"""Exercise checkers of chapter 1 (``notebooks/01_attention.ipynb``): scaled dot-product attention, a head's score spread, splitting and merging heads.
+"""Exercise checkers of chapter 1, ``notebooks/01_attention.ipynb``:
+scaled dot-product attention, a head's score spread, splitting and merging heads.
 
 How a checker reports: see :mod:`transformer_lite.book.exercises`.
 """

@@ -1,4 +1,5 @@
-"""Exercise checkers of chapter 2 (``notebooks/02_causal_masks.ipynb``): the causal mask, attention with a key/value cache, positions read from the mask.
+"""Exercise checkers of chapter 2, ``notebooks/02_causal_masks.ipynb``:
+the causal mask, attention with a key/value cache, positions read from the mask.
 
 How a checker reports: see :mod:`transformer_lite.book.exercises`.
 """

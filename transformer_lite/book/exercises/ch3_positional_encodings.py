@@ -1,4 +1,5 @@
-"""Exercise checkers of chapter 3 (``notebooks/03_positional_encodings.ipynb``): the sinusoidal encoding and rotary position embedding.
+"""Exercise checkers of chapter 3, ``notebooks/03_positional_encodings.ipynb``:
+the sinusoidal encoding and rotary position embedding.
 
 How a checker reports: see :mod:`transformer_lite.book.exercises`.
 """

@@ -1,4 +1,5 @@
-"""Exercise checkers of chapter 4 (``notebooks/04_transformer_block.ipynb``): layer normalization and a pre-norm block.
+"""Exercise checkers of chapter 4, ``notebooks/04_transformer_block.ipynb``:
+layer normalization and a pre-norm block.
 
 How a checker reports: see :mod:`transformer_lite.book.exercises`.
 """

@@ -1,4 +1,5 @@
-"""Exercise checkers of chapter 5 (``notebooks/05_encoder_decoder.ipynb``): teacher forcing's shift.
+"""Exercise checkers of chapter 5, ``notebooks/05_encoder_decoder.ipynb``:
+teacher forcing's shift.
 
 How a checker reports: see :mod:`transformer_lite.book.exercises`.
 """

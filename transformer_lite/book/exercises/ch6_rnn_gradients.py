@@ -1,4 +1,5 @@
-"""Exercise checkers of chapter 6 (``notebooks/06_rnn_gradients.ipynb``): an RNN step's Jacobian.
+"""Exercise checkers of chapter 6, ``notebooks/06_rnn_gradients.ipynb``:
+an RNN step's Jacobian.
 
 How a checker reports: see :mod:`transformer_lite.book.exercises`.
 """

@@ -1,4 +1,5 @@
-"""Exercise checkers of chapter 7 (``notebooks/07_cost.ipynb``): merging two blocks' online-softmax statistics.
+"""Exercise checkers of chapter 7, ``notebooks/07_cost.ipynb``:
+merging two blocks' online-softmax statistics.
 
 How a checker reports: see :mod:`transformer_lite.book.exercises`.
 """

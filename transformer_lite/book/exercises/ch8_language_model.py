@@ -1,4 +1,5 @@
-"""Exercise checkers of chapter 8 (``notebooks/08_language_model.ipynb``): the next-token loss, temperature and top-k, loss units, the size of a key/value cache.
+"""Exercise checkers of chapter 8, ``notebooks/08_language_model.ipynb``:
+the next-token loss, temperature and top-k, loss units, the size of a key/value cache.
 
 How a checker reports: see :mod:`transformer_lite.book.exercises`.
 """
