@@ -12,7 +12,7 @@ B = 1, a few heads of d_head = 64):
    returns per-head weights);
 3. peak memory of one call of each attention function, two ways: the peak of
    PyTorch's CPU allocations read from ``torch.profiler``
-   (``transformer_lite.nn.efficient_attention.peak_allocated_bytes``), and the
+   (``transformer_lite.book.measure.peak_allocated_bytes``), and the
    growth of the maximum resident set size of a fresh subprocess per
    configuration (``VmHWM`` of /proc/self/status); next to the bytes of one L x L
    float32 score matrix per head.
@@ -47,7 +47,7 @@ from tqdm import tqdm
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from transformer_lite import MultiHeadAttention, memory_efficient_attention, scaled_dot_product_attention  # noqa: E402
-from transformer_lite.nn.efficient_attention import peak_allocated_bytes  # noqa: E402
+from transformer_lite.book.measure import peak_allocated_bytes  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 MIB = 2**20

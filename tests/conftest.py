@@ -14,6 +14,7 @@ Import the helpers with ``from tests.conftest import close, F64`` (the repositor
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable
 from pathlib import Path
 
@@ -153,3 +154,68 @@ def assert_from_torch_rejects_wrong_type(cls, bad: nn.Module, expected: str) -> 
     """``cls.from_torch(bad)`` raises ValueError naming the torch class it expects and the one received."""
     with pytest.raises(ValueError, match=rf"expected {expected}, received {type(bad).__name__}"):
         cls.from_torch(bad)
+
+
+# --------------------------------------------------------------------------- exercise checkers
+
+
+class CheckerCases:
+    """Learner functions for the book's exercise checkers, each registered with what its checker must say.
+
+    A test file makes one ``CASES = CheckerCases()``, marks each right answer with
+    ``@CASES.passes(check_x)`` and each classic mistake with ``@CASES.named(check_x, "phrase")`` (the
+    message must contain the phrase; ``match=`` takes a regular expression instead; ``gap=`` marks a
+    known gap as a strict xfail), then collects the two tests with
+    ``test_right_answers_pass, test_mistakes_are_named = CASES.tests()``. The expected message sits
+    next to the mistake it names, and no file repeats the test bodies.
+    """
+
+    def __init__(self) -> None:
+        self.right: list = []
+        self.wrong: list = []
+
+    def passes(self, check):
+        def register(fn):
+            self.right.append(pytest.param(check, fn, id=f"{check.__name__}-{fn.__name__}"))
+            return fn
+
+        return register
+
+    def named(
+        self, check, phrase: str | None = None, *, match: str | None = None, gap: str | None = None
+    ):
+        pattern = match if match is not None else re.escape(phrase)
+        marks = pytest.mark.xfail(strict=True, reason=gap) if gap else ()
+
+        def register(fn):
+            self.wrong.append(
+                pytest.param(check, fn, pattern, id=f"{check.__name__}-{fn.__name__}", marks=marks)
+            )
+            return fn
+
+        return register
+
+    def tests(self):
+        """The two parametrized tests over the registered functions, for the test file to bind to names."""
+
+        @pytest.mark.parametrize("check, fn", self.right)
+        def test_right_answers_pass(check, fn, capsys):
+            assert check(fn) is None
+            assert f"{check.__name__}: all checks passed" in capsys.readouterr().out
+
+        @pytest.mark.parametrize("check, fn, pattern", self.wrong)
+        def test_mistakes_are_named(check, fn, pattern):
+            with pytest.raises(AssertionError, match=pattern):
+                check(fn)
+
+        return test_right_answers_pass, test_mistakes_are_named
+
+
+def assert_not_implemented(check, capsys, n_functions: int = 1) -> None:
+    """A stub raising ``NotImplementedError`` makes ``check`` print "not implemented yet" and return None."""
+
+    def stub(*args, **kwargs):
+        raise NotImplementedError
+
+    assert check(*[stub] * n_functions) is None
+    assert f"{check.__name__}: not implemented yet" in capsys.readouterr().out

@@ -27,7 +27,8 @@ from hypothesis import strategies as st
 
 from tests.conftest import F64, make_qkv, reproducible
 from transformer_lite import causal_mask, padding_mask, scaled_dot_product_attention
-from transformer_lite.nn.efficient_attention import memory_efficient_attention, peak_allocated_bytes
+from transformer_lite.book.measure import peak_allocated_bytes
+from transformer_lite.nn.efficient_attention import memory_efficient_attention
 
 PROPS = reproducible(max_examples=120)
 

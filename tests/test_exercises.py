@@ -23,6 +23,7 @@ import torch
 import torch.nn.functional as F
 
 import transformer_lite
+from tests.conftest import CheckerCases, assert_not_implemented
 from transformer_lite.book.exercises import (
     check_cached_causal_attention,
     check_causal_mask,
@@ -32,15 +33,11 @@ from transformer_lite.book.exercises import (
     check_split_merge_heads,
 )
 
+CASES = CheckerCases()
+
 
 def _not_implemented(*args, **kwargs):
     raise NotImplementedError
-
-
-def _case(wrong, expected_message, gap=None):
-    """One parametrized wrong implementation, named after its function; ``gap`` = reason for a strict xfail."""
-    marks = pytest.mark.xfail(strict=True, reason=gap) if gap else ()
-    return pytest.param(wrong, expected_message, id=wrong.__name__, marks=marks)
 
 
 def _assert_passes(check, capsys, *fns):
@@ -52,6 +49,8 @@ def _assert_passes(check, capsys, *fns):
 # Each learner function: (query (..., L, d_k), key (..., S, d_k), value (..., S, d_v), attn_mask bool (L, S)
 # with True = may attend) -> (output (..., L, d_v), weights (..., L, S)).
 
+
+@CASES.passes(check_scaled_dot_product_attention)
 def attention_reference(query, key, value, attn_mask=None):
     d_k = query.shape[-1]
     scores = query @ key.transpose(-2, -1) / math.sqrt(d_k)  # (..., L, S)
@@ -60,28 +59,52 @@ def attention_reference(query, key, value, attn_mask=None):
     weights = torch.softmax(scores, dim=-1)
     if attn_mask is not None:
         # A query with no allowed key: softmax gives 0/0 = NaN there; define its weights as zeros.
-        weights = torch.where(attn_mask.any(dim=-1, keepdim=True), weights, torch.zeros_like(weights))
+        weights = torch.where(
+            attn_mask.any(dim=-1, keepdim=True), weights, torch.zeros_like(weights)
+        )
     return weights @ value, weights
 
 
+def _scores(query, key, divisor=None):
+    """Q K^T / divisor, the first line of each learner attention below (divisor sqrt(d_k) unless given)."""
+    return (
+        query @ key.transpose(-2, -1) / (math.sqrt(query.shape[-1]) if divisor is None else divisor)
+    )
+
+
+def _attend(scores, value, blocked=None, fill=float("-inf"), dim=-1):
+    """Fill the ``blocked`` scores with ``fill``, softmax over ``dim``, weigh the values: (output, weights)."""
+    if blocked is not None:
+        scores = scores.masked_fill(blocked, fill)
+    weights = torch.softmax(scores, dim=dim)
+    return weights @ value, weights
+
+
+def _forbidden(attn_mask):
+    return (
+        None if attn_mask is None else ~attn_mask
+    )  # True = may attend, so the forbidden keys are ~mask
+
+
+@CASES.named(
+    check_scaled_dot_product_attention,
+    match="row 2 is all False .*Likely mistake: a fully masked row gives NaN: the softmax of a row of all -inf is 0/0; return zeros for such rows",
+)
 def attention_nan_on_fully_masked_row(query, key, value, attn_mask=None):
     # Right wherever a query keeps at least one key; a query with none gets softmax(all -inf) = NaN.
-    scores = query @ key.transpose(-2, -1) / math.sqrt(query.shape[-1])
-    if attn_mask is not None:
-        scores = scores.masked_fill(~attn_mask, float("-inf"))
-    weights = torch.softmax(scores, dim=-1)
-    return weights @ value, weights
+    return _attend(_scores(query, key), value, _forbidden(attn_mask))
 
 
+@CASES.named(
+    check_scaled_dot_product_attention,
+    match=r"must get zero weights and a zero output, received weights summing to 1\. Likely mistake: .*large finite number \(e\.g\. -1e9\) instead of -inf",
+)
 def attention_minus_1e9(query, key, value, attn_mask=None):
     # A large finite number instead of -inf: exact in float64 when a row keeps a key, uniform when it keeps none.
-    scores = query @ key.transpose(-2, -1) / math.sqrt(query.shape[-1])
-    if attn_mask is not None:
-        scores = scores.masked_fill(~attn_mask, -1e9)
-    weights = torch.softmax(scores, dim=-1)
-    return weights @ value, weights
+    return _attend(_scores(query, key), value, _forbidden(attn_mask), fill=-1e9)
 
 
+@CASES.named(check_scaled_dot_product_attention, match="wrong output .*must get a zero output")
 def attention_zero_weights_but_output_left_over(query, key, value, attn_mask=None):
     # Zeroes the weights of a fully masked row but returns the output of the unmasked row there.
     output, weights = attention_reference(query, key, value, attn_mask)
@@ -91,108 +114,86 @@ def attention_zero_weights_but_output_left_over(query, key, value, attn_mask=Non
     return output, weights
 
 
+@CASES.named(check_scaled_dot_product_attention, match="Likely mistake: no scaling")
 def attention_no_scaling(query, key, value, attn_mask=None):
-    scores = query @ key.transpose(-2, -1)
-    if attn_mask is not None:
-        scores = scores.masked_fill(~attn_mask, float("-inf"))
-    weights = torch.softmax(scores, dim=-1)
-    return weights @ value, weights
+    return _attend(_scores(query, key, divisor=1.0), value, _forbidden(attn_mask))
 
 
+@CASES.named(
+    check_scaled_dot_product_attention,
+    match=r"Likely mistake: scaled by d_k instead of sqrt\(d_k\)",
+)
 def attention_scaled_by_d_k(query, key, value, attn_mask=None):
-    scores = query @ key.transpose(-2, -1) / query.shape[-1]
-    if attn_mask is not None:
-        scores = scores.masked_fill(~attn_mask, float("-inf"))
-    weights = torch.softmax(scores, dim=-1)
-    return weights @ value, weights
+    return _attend(_scores(query, key, divisor=query.shape[-1]), value, _forbidden(attn_mask))
 
 
+@CASES.named(
+    check_scaled_dot_product_attention, match="Likely mistake: softmax over the wrong axis"
+)
 def attention_softmax_over_queries(query, key, value, attn_mask=None):
-    scores = query @ key.transpose(-2, -1) / math.sqrt(query.shape[-1])
-    if attn_mask is not None:
-        scores = scores.masked_fill(~attn_mask, float("-inf"))
-    weights = torch.softmax(scores, dim=-2)
-    return weights @ value, weights
+    return _attend(_scores(query, key), value, _forbidden(attn_mask), dim=-2)
 
 
+@CASES.named(check_scaled_dot_product_attention, match="Likely mistake: inverted mask polarity")
 def attention_inverted_mask(query, key, value, attn_mask=None):
     # Uses the nn.MultiheadAttention convention (True = blocked) by mistake.
-    scores = query @ key.transpose(-2, -1) / math.sqrt(query.shape[-1])
-    if attn_mask is not None:
-        scores = scores.masked_fill(attn_mask, float("-inf"))
-    weights = torch.softmax(scores, dim=-1)
-    return weights @ value, weights
+    return _attend(_scores(query, key), value, blocked=attn_mask)
 
 
+@CASES.named(check_scaled_dot_product_attention, match="Likely mistake: inverted mask polarity")
 def attention_inverted_mask_nan_safe(query, key, value, attn_mask=None):
     # Same mistake, but fully blocked rows are turned from NaN into zeros, as the package reference does.
-    scores = query @ key.transpose(-2, -1) / math.sqrt(query.shape[-1])
-    if attn_mask is not None:
-        scores = scores.masked_fill(attn_mask, float("-inf"))
-    weights = torch.nan_to_num(torch.softmax(scores, dim=-1), nan=0.0)
+    _, weights = _attend(_scores(query, key), value, blocked=attn_mask)
+    weights = torch.nan_to_num(weights, nan=0.0)
     return weights @ value, weights
 
 
+@CASES.named(check_scaled_dot_product_attention, match="Likely mistake: a future-position leak")
 def attention_mask_ignored(query, key, value, attn_mask=None):
-    scores = query @ key.transpose(-2, -1) / math.sqrt(query.shape[-1])
-    weights = torch.softmax(scores, dim=-1)
-    return weights @ value, weights
+    return _attend(_scores(query, key), value)
 
 
+@CASES.named(
+    check_scaled_dot_product_attention, match="Likely mistake: mask applied after the softmax"
+)
 def attention_mask_after_softmax(query, key, value, attn_mask=None):
-    scores = query @ key.transpose(-2, -1) / math.sqrt(query.shape[-1])
-    weights = torch.softmax(scores, dim=-1)
+    _, weights = _attend(_scores(query, key), value)
     if attn_mask is not None:
         weights = weights.masked_fill(~attn_mask, 0.0)
     return weights @ value, weights
 
 
+@CASES.named(
+    check_scaled_dot_product_attention,
+    match="Likely mistake: multiplied the values by the transposed weights",
+)
 def attention_output_from_transposed_weights(query, key, value, attn_mask=None):
     _, weights = attention_reference(query, key, value, attn_mask)
     return weights.transpose(-2, -1) @ value, weights
 
 
+@CASES.named(check_scaled_dot_product_attention, match="Likely mistake: .*transpos")
 def attention_returns_transposed_weights(query, key, value, attn_mask=None):
     output, weights = attention_reference(query, key, value, attn_mask)
     return output, weights.transpose(-2, -1)
 
 
+@CASES.named(
+    check_scaled_dot_product_attention,
+    match=r"expected a tuple \(output, weights\), received Tensor",
+)
 def attention_returns_only_output(query, key, value, attn_mask=None):
     return attention_reference(query, key, value, attn_mask)[0]
 
 
-def test_attention_reference_with_torch_softmax_passes(capsys):
-    _assert_passes(check_scaled_dot_product_attention, capsys, attention_reference)
-
-
 def test_attention_package_function_passes(capsys):
-    _assert_passes(check_scaled_dot_product_attention, capsys,
-                   lambda q, k, v, attn_mask=None: transformer_lite.scaled_dot_product_attention(
-                       q, k, v, attn_mask=attn_mask))
-
-
-@pytest.mark.parametrize("wrong, expected_message", [
-    _case(attention_no_scaling, r"Likely mistake: no scaling"),
-    _case(attention_scaled_by_d_k, r"Likely mistake: scaled by d_k instead of sqrt\(d_k\)"),
-    _case(attention_softmax_over_queries, r"Likely mistake: softmax over the wrong axis"),
-    _case(attention_inverted_mask_nan_safe, r"Likely mistake: inverted mask polarity"),
-    _case(attention_mask_ignored, r"Likely mistake: a future-position leak"),
-    _case(attention_mask_after_softmax, r"Likely mistake: mask applied after the softmax"),
-    _case(attention_output_from_transposed_weights,
-          r"Likely mistake: multiplied the values by the transposed weights"),
-    _case(attention_returns_only_output, r"expected a tuple \(output, weights\), received Tensor"),
-    _case(attention_inverted_mask, r"Likely mistake: inverted mask polarity"),
-    _case(attention_returns_transposed_weights, r"Likely mistake: .*transpos"),
-    _case(attention_nan_on_fully_masked_row,
-          r"row 2 is all False .*Likely mistake: a fully masked row gives NaN: the softmax of a row of all -inf "
-          r"is 0/0; return zeros for such rows"),
-    _case(attention_minus_1e9, r"must get zero weights and a zero output, received weights summing to 1\. "
-                               r"Likely mistake: .*large finite number \(e\.g\. -1e9\) instead of -inf"),
-    _case(attention_zero_weights_but_output_left_over, r"wrong output .*must get a zero output"),
-])
-def test_attention_wrong_implementation_is_named(wrong, expected_message):
-    with pytest.raises(AssertionError, match=expected_message):
-        check_scaled_dot_product_attention(wrong)
+    _assert_passes(
+        check_scaled_dot_product_attention,
+        capsys,
+        lambda q, k, v, attn_mask=None: transformer_lite.scaled_dot_product_attention(
+            q, k, v, attn_mask=attn_mask
+        ),
+    )
 
 
 def test_attention_checker_tries_a_fully_masked_row():
@@ -210,7 +211,9 @@ def test_attention_checker_tries_a_fully_masked_row():
 def test_attention_unrelated_values_report_largest_difference():
     def unrelated(query, key, value, attn_mask=None):
         L, S = query.shape[-2], key.shape[-2]
-        weights = torch.full((*query.shape[:-2], L, S), 1.0 / S, dtype=query.dtype) * 0.5  # rows sum to 1/2
+        weights = (
+            torch.full((*query.shape[:-2], L, S), 1.0 / S, dtype=query.dtype) * 0.5
+        )  # rows sum to 1/2
         return weights @ value, weights
 
     with pytest.raises(AssertionError, match="largest difference"):
@@ -226,57 +229,43 @@ def test_attention_wrong_shape_reports_expected_shape():
         check_scaled_dot_product_attention(output_without_last_dim)
 
 
-def test_attention_not_implemented_prints_and_returns_none(capsys):
-    assert check_scaled_dot_product_attention(_not_implemented) is None
-    assert "not implemented yet" in capsys.readouterr().out
-
-
 # =========================================================================== causal mask
 # fn(L) -> bool (L, L), True = may attend: query i (row) sees keys j <= i (columns).
 
+
+@CASES.passes(check_causal_mask)
 def causal_mask_reference(L):
     return torch.arange(L)[:, None] >= torch.arange(L)[None, :]
 
 
+@CASES.named(check_causal_mask, match="Likely mistake: diagonal shifted down")
 def causal_mask_without_diagonal(L):
     return torch.tril(torch.ones(L, L, dtype=torch.bool), diagonal=-1)
 
 
+@CASES.named(check_causal_mask, match="Likely mistake: diagonal shifted up")
 def causal_mask_one_step_ahead(L):
     return torch.tril(torch.ones(L, L, dtype=torch.bool), diagonal=1)
 
 
+@CASES.named(check_causal_mask, match="Likely mistake: transposed")
 def causal_mask_transposed(L):
     return torch.triu(torch.ones(L, L, dtype=torch.bool))
 
 
+@CASES.named(check_causal_mask, match="Likely mistake: inverted polarity")
 def causal_mask_inverted(L):
     return torch.triu(torch.ones(L, L, dtype=torch.bool), diagonal=1)  # True = blocked
 
 
+@CASES.named(check_causal_mask, match="expected dtype torch.bool")
 def causal_mask_float(L):
     return torch.tril(torch.ones(L, L))
 
 
+@CASES.named(check_causal_mask, match="Likely mistake: everything allowed")
 def causal_mask_all_true(L):
     return torch.ones(L, L, dtype=torch.bool)
-
-
-def test_causal_mask_reference_passes(capsys):
-    _assert_passes(check_causal_mask, capsys, causal_mask_reference)
-
-
-@pytest.mark.parametrize("wrong, expected_message", [
-    _case(causal_mask_without_diagonal, r"Likely mistake: diagonal shifted down"),
-    _case(causal_mask_one_step_ahead, r"Likely mistake: diagonal shifted up"),
-    _case(causal_mask_transposed, r"Likely mistake: transposed"),
-    _case(causal_mask_inverted, r"Likely mistake: inverted polarity"),
-    _case(causal_mask_float, r"expected dtype torch.bool"),
-    _case(causal_mask_all_true, r"Likely mistake: everything allowed"),
-])
-def test_causal_mask_wrong_implementation_is_named(wrong, expected_message):
-    with pytest.raises(AssertionError, match=expected_message):
-        check_causal_mask(wrong)
 
 
 def test_causal_mask_unknown_mistake_points_at_an_entry():
@@ -294,83 +283,67 @@ def test_causal_mask_wrong_shape_reports_expected_shape():
         check_causal_mask(lambda L: torch.ones(L, L + 1, dtype=torch.bool).tril())
 
 
-def test_causal_mask_not_implemented_prints_and_returns_none(capsys):
-    assert check_causal_mask(_not_implemented) is None
-    assert "not implemented yet" in capsys.readouterr().out
-
-
 # =========================================================================== layer norm
 # fn(x (..., D), weight (D,), bias (D,), eps) -> (..., D), normalized over the last dimension (features).
 
+
+@CASES.passes(check_layer_norm)
 def layer_norm_reference(x, weight, bias, eps=1e-5):
     mean = x.mean(dim=-1, keepdim=True)
     var = ((x - mean) ** 2).mean(dim=-1, keepdim=True)  # biased: divide by D
     return (x - mean) / torch.sqrt(var + eps) * weight + bias
 
 
+def _normalize(x, eps, dim=-1, unbiased=False):
+    """(x - mean) / sqrt(var + eps) over ``dim``: the shared core of the learner layer norms below."""
+    mean = x.mean(dim=dim, keepdim=True)
+    var = x.var(dim=dim, keepdim=True, unbiased=unbiased)
+    return (x - mean) / torch.sqrt(var + eps)
+
+
+@CASES.named(check_layer_norm, match="Likely mistake: unbiased variance")
 def layer_norm_unbiased_variance(x, weight, bias, eps=1e-5):
-    mean = x.mean(dim=-1, keepdim=True)
-    var = x.var(dim=-1, keepdim=True)  # torch's default divides by D - 1
-    return (x - mean) / torch.sqrt(var + eps) * weight + bias
+    return _normalize(x, eps, unbiased=True) * weight + bias  # torch's default var divides by D - 1
 
 
+@CASES.named(check_layer_norm, match="Likely mistake: epsilon outside the square root")
 def layer_norm_eps_outside_sqrt(x, weight, bias, eps=1e-5):
     mean = x.mean(dim=-1, keepdim=True)
     std = x.std(dim=-1, keepdim=True, unbiased=False)
     return (x - mean) / (std + eps) * weight + bias
 
 
+@CASES.named(check_layer_norm, match="Likely mistake: normalizing over the wrong axis")
 def layer_norm_over_positions(x, weight, bias, eps=1e-5):
-    mean = x.mean(dim=-2, keepdim=True)
-    var = x.var(dim=-2, keepdim=True, unbiased=False)
-    return (x - mean) / torch.sqrt(var + eps) * weight + bias
+    return _normalize(x, eps, dim=-2) * weight + bias
 
 
+@CASES.named(check_layer_norm, match="Likely mistake: normalizing over the wrong axis")
 def layer_norm_over_batch(x, weight, bias, eps=1e-5):
-    mean = x.mean(dim=0, keepdim=True)
-    var = x.var(dim=0, keepdim=True, unbiased=False)
-    return (x - mean) / torch.sqrt(var + eps) * weight + bias
+    return _normalize(x, eps, dim=0) * weight + bias
 
 
+@CASES.named(check_layer_norm, match="Likely mistake: forgot the learned scale and shift")
 def layer_norm_without_affine(x, weight, bias, eps=1e-5):
-    mean = x.mean(dim=-1, keepdim=True)
-    var = x.var(dim=-1, keepdim=True, unbiased=False)
-    return (x - mean) / torch.sqrt(var + eps)
+    return _normalize(x, eps)
 
 
+@CASES.named(check_layer_norm, match="Likely mistake: eps ignored")
 def layer_norm_hard_coded_eps(x, weight, bias, eps=1e-5):
-    mean = x.mean(dim=-1, keepdim=True)
-    var = x.var(dim=-1, keepdim=True, unbiased=False)
-    return (x - mean) / torch.sqrt(var + 1e-5) * weight + bias
+    return _normalize(x, 1e-5) * weight + bias
 
 
+@CASES.named(check_layer_norm, match="Likely mistake: .*eps")
 def layer_norm_no_eps_at_all(x, weight, bias, eps=1e-5):
-    mean = x.mean(dim=-1, keepdim=True)
-    var = x.var(dim=-1, keepdim=True, unbiased=False)
-    return (x - mean) / torch.sqrt(var) * weight + bias
-
-
-def test_layer_norm_reference_passes(capsys):
-    _assert_passes(check_layer_norm, capsys, layer_norm_reference)
+    return _normalize(x, 0.0) * weight + bias
 
 
 def test_layer_norm_torch_functional_passes(capsys):
-    _assert_passes(check_layer_norm, capsys,
-                   lambda x, weight, bias, eps=1e-5: F.layer_norm(x, x.shape[-1:], weight, bias, eps))
-
-
-@pytest.mark.parametrize("wrong, expected_message", [
-    _case(layer_norm_unbiased_variance, r"Likely mistake: unbiased variance"),
-    _case(layer_norm_eps_outside_sqrt, r"Likely mistake: epsilon outside the square root"),
-    _case(layer_norm_over_positions, r"Likely mistake: normalizing over the wrong axis"),
-    _case(layer_norm_over_batch, r"Likely mistake: normalizing over the wrong axis"),
-    _case(layer_norm_without_affine, r"Likely mistake: forgot the learned scale and shift"),
-    _case(layer_norm_hard_coded_eps, r"Likely mistake: eps ignored"),
-    _case(layer_norm_no_eps_at_all, r"Likely mistake: .*eps"),
-])
-def test_layer_norm_wrong_implementation_is_named(wrong, expected_message):
-    with pytest.raises(AssertionError, match=expected_message):
-        check_layer_norm(wrong)
+    _assert_passes(
+        check_layer_norm,
+        capsys,
+        lambda x, weight, bias, eps=1e-5: F.layer_norm(x, x.shape[-1:], weight, bias, eps),
+    )
 
 
 def test_layer_norm_unrelated_values_report_largest_difference():
@@ -383,15 +356,12 @@ def test_layer_norm_wrong_shape_reports_expected_shape():
         check_layer_norm(lambda x, weight, bias, eps=1e-5: x.mean(dim=-1))
 
 
-def test_layer_norm_not_implemented_prints_and_returns_none(capsys):
-    assert check_layer_norm(_not_implemented) is None
-    assert "not implemented yet" in capsys.readouterr().out
-
-
 # =========================================================================== sinusoidal positional encoding
 # fn(seq_len, d_model) -> (seq_len, d_model):
 # PE[pos, 2i] = sin(pos / 10000^(2i/d_model)), PE[pos, 2i+1] = cos(pos / 10000^(2i/d_model)).
 
+
+@CASES.passes(check_sinusoidal_positional_encoding)
 def positional_encoding_reference(seq_len, d_model):
     """The formula entry by entry, with Python floats; an odd d_model ends on a sine."""
     pe = torch.zeros(seq_len, d_model, dtype=torch.float64)
@@ -403,10 +373,13 @@ def positional_encoding_reference(seq_len, d_model):
     return pe
 
 
+@CASES.passes(check_sinusoidal_positional_encoding)
 def positional_encoding_float32(seq_len, d_model):
     """The vectorised form of the annotated transformer, in the default float32."""
     position = torch.arange(seq_len).unsqueeze(1)  # (L, 1)
-    div_term = torch.exp(torch.arange(0, d_model, 2) * -(math.log(10000.0) / d_model))  # (ceil(D/2),)
+    div_term = torch.exp(
+        torch.arange(0, d_model, 2) * -(math.log(10000.0) / d_model)
+    )  # (ceil(D/2),)
     pe = torch.zeros(seq_len, d_model)
     pe[:, 0::2] = torch.sin(position * div_term)
     pe[:, 1::2] = torch.cos(position * div_term[: d_model // 2])
@@ -419,70 +392,55 @@ def _angles(seq_len, d_model, base=10000.0, start=0):
     return pos / base ** (two_i / d_model)  # (L, ceil(D/2))
 
 
+def _interleaved(angles, d_model, even=torch.sin, odd=torch.cos):
+    """Features 2i from ``even(angles)``, features 2i+1 from ``odd(angles)``: float64 (L, d_model)."""
+    pe = torch.zeros(angles.shape[0], d_model, dtype=torch.float64)
+    pe[:, 0::2] = even(angles)
+    pe[:, 1::2] = odd(angles[:, : d_model // 2])
+    return pe
+
+
+@CASES.named(
+    check_sinusoidal_positional_encoding,
+    match="Likely mistake: sin and cos halves concatenated instead of interleaved",
+)
 def positional_encoding_concatenated(seq_len, d_model):
     angles = _angles(seq_len, d_model)
     return torch.cat([torch.sin(angles), torch.cos(angles)], dim=-1)[:, :d_model]
 
 
+@CASES.named(check_sinusoidal_positional_encoding, match="Likely mistake: wrong base")
 def positional_encoding_base_1000(seq_len, d_model):
-    angles = _angles(seq_len, d_model, base=1000.0)
-    pe = torch.zeros(seq_len, d_model, dtype=torch.float64)
-    pe[:, 0::2] = torch.sin(angles)
-    pe[:, 1::2] = torch.cos(angles[:, : d_model // 2])
-    return pe
+    return _interleaved(_angles(seq_len, d_model, base=1000.0), d_model)
 
 
+@CASES.named(check_sinusoidal_positional_encoding, match="Likely mistake: off-by-one position")
 def positional_encoding_positions_from_1(seq_len, d_model):
-    angles = _angles(seq_len, d_model, start=1)
-    pe = torch.zeros(seq_len, d_model, dtype=torch.float64)
-    pe[:, 0::2] = torch.sin(angles)
-    pe[:, 1::2] = torch.cos(angles[:, : d_model // 2])
-    return pe
+    return _interleaved(_angles(seq_len, d_model, start=1), d_model)
 
 
+@CASES.named(check_sinusoidal_positional_encoding, match="Likely mistake: sin and cos swapped")
 def positional_encoding_sin_cos_swapped(seq_len, d_model):
-    angles = _angles(seq_len, d_model)
-    pe = torch.zeros(seq_len, d_model, dtype=torch.float64)
-    pe[:, 0::2] = torch.cos(angles)
-    pe[:, 1::2] = torch.sin(angles[:, : d_model // 2])
-    return pe
+    return _interleaved(_angles(seq_len, d_model), d_model, even=torch.cos, odd=torch.sin)
 
 
+@CASES.named(
+    check_sinusoidal_positional_encoding, match="Likely mistake: wrong exponent: use 2i/d_model"
+)
 def positional_encoding_exponent_i(seq_len, d_model):
     pos = torch.arange(seq_len, dtype=torch.float64)[:, None]
     i = torch.arange((d_model + 1) // 2, dtype=torch.float64)  # pair index i, used where 2i belongs
-    angles = pos / 10000 ** (i / d_model)
-    pe = torch.zeros(seq_len, d_model, dtype=torch.float64)
-    pe[:, 0::2] = torch.sin(angles)
-    pe[:, 1::2] = torch.cos(angles[:, : d_model // 2])
-    return pe
+    return _interleaved(pos / 10000 ** (i / d_model), d_model)
 
 
 def test_positional_encoding_reference_handles_odd_d_model():
     # Hand check of the reference itself: d_model=3 has one full pair and a trailing sine.
     pe = positional_encoding_reference(2, 3)
-    expected = torch.tensor([[0.0, 1.0, 0.0],
-                             [math.sin(1.0), math.cos(1.0), math.sin(1 / 10000 ** (2 / 3))]], dtype=torch.float64)
+    expected = torch.tensor(
+        [[0.0, 1.0, 0.0], [math.sin(1.0), math.cos(1.0), math.sin(1 / 10000 ** (2 / 3))]],
+        dtype=torch.float64,
+    )
     torch.testing.assert_close(pe, expected)
-
-
-@pytest.mark.parametrize("reference", [positional_encoding_reference, positional_encoding_float32],
-                         ids=["python-floats", "float32-vectorised"])
-def test_positional_encoding_reference_passes(reference, capsys):
-    _assert_passes(check_sinusoidal_positional_encoding, capsys, reference)
-
-
-@pytest.mark.parametrize("wrong, expected_message", [
-    _case(positional_encoding_concatenated,
-          r"Likely mistake: sin and cos halves concatenated instead of interleaved"),
-    _case(positional_encoding_base_1000, r"Likely mistake: wrong base"),
-    _case(positional_encoding_positions_from_1, r"Likely mistake: off-by-one position"),
-    _case(positional_encoding_sin_cos_swapped, r"Likely mistake: sin and cos swapped"),
-    _case(positional_encoding_exponent_i, r"Likely mistake: wrong exponent: use 2i/d_model"),
-])
-def test_positional_encoding_wrong_implementation_is_named(wrong, expected_message):
-    with pytest.raises(AssertionError, match=expected_message):
-        check_sinusoidal_positional_encoding(wrong)
 
 
 def test_positional_encoding_unrelated_values_report_largest_difference():
@@ -492,26 +450,27 @@ def test_positional_encoding_unrelated_values_report_largest_difference():
 
 def test_positional_encoding_wrong_shape_reports_expected_shape():
     with pytest.raises(AssertionError, match=r"expected shape \(6, 8\), received \(8, 6\)"):
-        check_sinusoidal_positional_encoding(lambda seq_len, d_model: positional_encoding_reference(
-            seq_len, d_model).T)
-
-
-def test_positional_encoding_not_implemented_prints_and_returns_none(capsys):
-    assert check_sinusoidal_positional_encoding(_not_implemented) is None
-    assert "not implemented yet" in capsys.readouterr().out
+        check_sinusoidal_positional_encoding(
+            lambda seq_len, d_model: positional_encoding_reference(seq_len, d_model).T
+        )
 
 
 # =========================================================================== split / merge heads
 # split_fn(x (B, L, D), n_heads) -> (B, H, L, D/H); merge_fn((B, H, L, D/H)) -> (B, L, D).
 
+
 def split_heads_reference(x, n_heads):
     B, L, D = x.shape
-    return x.view(B, L, n_heads, D // n_heads).transpose(1, 2)  # (B, L, H, d_head) -> (B, H, L, d_head)
+    return x.view(B, L, n_heads, D // n_heads).transpose(
+        1, 2
+    )  # (B, L, H, d_head) -> (B, H, L, d_head)
 
 
 def merge_heads_reference(heads):
     B, H, L, d_head = heads.shape
-    return heads.transpose(1, 2).reshape(B, L, H * d_head)  # (B, H, L, d_head) -> (B, L, H, d_head) -> (B, L, D)
+    return heads.transpose(1, 2).reshape(
+        B, L, H * d_head
+    )  # (B, H, L, d_head) -> (B, L, H, d_head) -> (B, L, D)
 
 
 def split_heads_straight_reshape(x, n_heads):
@@ -535,7 +494,9 @@ def test_split_merge_reference_passes(capsys):
 
 
 def test_split_straight_reshape_is_named():
-    with pytest.raises(AssertionError, match=r"split_fn is wrong .*reshaped straight to \(B, H, L, d_head\)"):
+    with pytest.raises(
+        AssertionError, match=r"split_fn is wrong .*reshaped straight to \(B, H, L, d_head\)"
+    ):
         check_split_merge_heads(split_heads_straight_reshape, merge_heads_reference)
 
 
@@ -546,15 +507,19 @@ def test_merge_without_transpose_is_named():
 
 def test_merge_that_only_works_on_non_contiguous_input_is_rejected():
     with pytest.raises(RuntimeError, match="view size is not compatible"):
-        merge_heads_transpose_then_view(torch.randn(2, 3, 5, 4))  # contiguous, as weights @ value is
+        merge_heads_transpose_then_view(
+            torch.randn(2, 3, 5, 4)
+        )  # contiguous, as weights @ value is
     with pytest.raises(AssertionError, match="raised RuntimeError.*use reshape"):
         check_split_merge_heads(split_heads_reference, merge_heads_transpose_then_view)
 
 
 def test_split_unrelated_values_report_largest_difference():
     with pytest.raises(AssertionError, match="largest difference"):
-        check_split_merge_heads(lambda x, n_heads: torch.zeros_like(split_heads_reference(x, n_heads)),
-                                merge_heads_reference)
+        check_split_merge_heads(
+            lambda x, n_heads: torch.zeros_like(split_heads_reference(x, n_heads)),
+            merge_heads_reference,
+        )
 
 
 def test_merge_unrelated_values_report_largest_difference():
@@ -567,14 +532,18 @@ def test_split_wrong_shape_reports_expected_shape():
         B, L, D = x.shape
         return x.view(B, L, n_heads, D // n_heads)
 
-    with pytest.raises(AssertionError,
-                       match=r"split_fn output .*expected shape \(2, 3, 5, 4\), received \(2, 5, 3, 4\)"):
+    with pytest.raises(
+        AssertionError,
+        match=r"split_fn output .*expected shape \(2, 3, 5, 4\), received \(2, 5, 3, 4\)",
+    ):
         check_split_merge_heads(split_without_transpose, merge_heads_reference)
 
 
-@pytest.mark.parametrize("split_fn, merge_fn", [(_not_implemented, merge_heads_reference),
-                                                (split_heads_reference, _not_implemented)],
-                         ids=["split-stub", "merge-stub"])
+@pytest.mark.parametrize(
+    "split_fn, merge_fn",
+    [(_not_implemented, merge_heads_reference), (split_heads_reference, _not_implemented)],
+    ids=["split-stub", "merge-stub"],
+)
 def test_split_merge_not_implemented_prints_and_returns_none(split_fn, merge_fn, capsys):
     assert check_split_merge_heads(split_fn, merge_fn) is None
     assert "not implemented yet" in capsys.readouterr().out
@@ -584,6 +553,8 @@ def test_split_merge_not_implemented_prints_and_returns_none(split_fn, merge_fn,
 # fn(query (..., L, d), key, value (..., S, d)) -> output (..., L, d); the queries are the LAST L positions,
 # so query i (absolute position S - L + i) sees keys 0 .. S - L + i (bottom-right alignment).
 
+
+@CASES.passes(check_cached_causal_attention)
 def cached_attention_reference(query, key, value):
     L, S = query.shape[-2], key.shape[-2]
     query_position = S - L + torch.arange(L)  # (L,) absolute positions of the new queries
@@ -593,30 +564,22 @@ def cached_attention_reference(query, key, value):
     return weights @ value
 
 
+@CASES.named(check_cached_causal_attention, match="Likely mistake: top-left alignment")
 def cached_attention_top_left(query, key, value):
     return F.scaled_dot_product_attention(query, key, value, is_causal=True)
 
 
+@CASES.named(check_cached_causal_attention, match="Likely mistake: no causal mask")
 def cached_attention_no_mask(query, key, value):
     return F.scaled_dot_product_attention(query, key, value)
 
 
-def test_cached_attention_reference_passes(capsys):
-    _assert_passes(check_cached_causal_attention, capsys, cached_attention_reference)
-
-
 def test_cached_attention_package_function_returning_a_tuple_passes(capsys):
-    _assert_passes(check_cached_causal_attention, capsys,
-                   lambda q, k, v: transformer_lite.scaled_dot_product_attention(q, k, v, is_causal=True))
-
-
-@pytest.mark.parametrize("wrong, expected_message", [
-    _case(cached_attention_top_left, r"Likely mistake: top-left alignment"),
-    _case(cached_attention_no_mask, r"Likely mistake: no causal mask"),
-])
-def test_cached_attention_wrong_implementation_is_named(wrong, expected_message):
-    with pytest.raises(AssertionError, match=expected_message):
-        check_cached_causal_attention(wrong)
+    _assert_passes(
+        check_cached_causal_attention,
+        capsys,
+        lambda q, k, v: transformer_lite.scaled_dot_product_attention(q, k, v, is_causal=True),
+    )
 
 
 def test_cached_attention_unrelated_values_report_largest_difference():
@@ -632,6 +595,18 @@ def test_cached_attention_wrong_shape_reports_expected_shape():
         check_cached_causal_attention(attends_from_every_key_position)
 
 
-def test_cached_attention_not_implemented_prints_and_returns_none(capsys):
-    assert check_cached_causal_attention(_not_implemented) is None
-    assert "not implemented yet" in capsys.readouterr().out
+@pytest.mark.parametrize(
+    "check",
+    [
+        check_scaled_dot_product_attention,
+        check_causal_mask,
+        check_layer_norm,
+        check_sinusoidal_positional_encoding,
+        check_cached_causal_attention,
+    ],
+)
+def test_stub_prints_not_implemented(check, capsys):
+    assert_not_implemented(check, capsys)
+
+
+test_right_answers_pass, test_mistakes_are_named = CASES.tests()

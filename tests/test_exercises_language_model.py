@@ -15,17 +15,23 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from tests.conftest import CheckerCases
 from transformer_lite.book.exercises import check_next_token_loss, check_temperature_top_k
 from transformer_lite.training.train import lm_loss
+
+CASES = CheckerCases()
 
 
 # --------------------------------------------------------------------------- the next-token loss
 
+
+@CASES.passes(check_next_token_loss)
 def loss_cross_entropy(logits, ids):
     V = logits.shape[-1]
     return F.cross_entropy(logits[:, :-1].reshape(-1, V), ids[:, 1:].reshape(-1))  # (B*(L-1), V)
 
 
+@CASES.passes(check_next_token_loss)
 def loss_by_hand(logits, ids):
     """Position by position: log-sum-exp minus the target's logit, averaged by hand."""
     total, count = 0.0, 0
@@ -37,93 +43,91 @@ def loss_by_hand(logits, ids):
     return total / count
 
 
+@CASES.passes(check_next_token_loss)
 def loss_package(logits, ids):
     return lm_loss(logits[:, :-1], ids[:, 1:])
 
 
+@CASES.named(check_next_token_loss, "no shift: each position was scored against its own token")
 def loss_no_shift(logits, ids):
     return F.cross_entropy(logits.flatten(0, 1), ids.flatten())
 
 
+@CASES.named(check_next_token_loss, "no shift (with the last position dropped)")
 def loss_no_shift_cut(logits, ids):
     return F.cross_entropy(logits[:, :-1].flatten(0, 1), ids[:, :-1].flatten())
 
 
+@CASES.named(check_next_token_loss, "shifted the wrong way")
 def loss_wrong_way(logits, ids):
     return F.cross_entropy(logits[:, 1:].flatten(0, 1), ids[:, :-1].flatten())
 
 
+@CASES.named(check_next_token_loss, "wrap-around: torch.roll")
 def loss_roll(logits, ids):
     return F.cross_entropy(logits.flatten(0, 1), torch.roll(ids, -1, dims=1).flatten())
 
 
+@CASES.named(check_next_token_loss, "sum instead of mean")
 def loss_sum(logits, ids):
     return F.cross_entropy(logits[:, :-1].flatten(0, 1), ids[:, 1:].flatten(), reduction="sum")
 
 
+@CASES.named(check_next_token_loss, "bits instead of nats")
 def loss_bits(logits, ids):
     return loss_cross_entropy(logits, ids) / math.log(2)
 
 
+@CASES.named(check_next_token_loss, "bits instead of nats")
 def loss_bits_log2(logits, ids):
     p = torch.softmax(logits[:, :-1], -1).gather(-1, ids[:, 1:, None])
     return -torch.log2(p).mean()
 
 
+@CASES.named(check_next_token_loss, "mean of -log p over the whole vocabulary")
 def loss_vocab_mean(logits, ids):
     return -torch.log_softmax(logits[:, :-1], -1).mean()
 
 
+@CASES.named(check_next_token_loss, "divided by L instead of L - 1")
 def loss_divide_by_L(logits, ids):
     return loss_sum(logits, ids) / ids.numel()
 
 
+@CASES.named(check_next_token_loss, "log-softmax over the wrong axis")
 def loss_wrong_axis(logits, ids):
     return -torch.log_softmax(logits[:, :-1], dim=1).gather(-1, ids[:, 1:, None]).mean()
 
 
+@CASES.named(check_next_token_loss, "used the raw logit of the target")
 def loss_raw_logit(logits, ids):
     return -logits[:, :-1].gather(-1, ids[:, 1:, None]).mean()
 
 
+@CASES.named(check_next_token_loss, "expected a 0-dim torch.Tensor, received float")
 def loss_float(logits, ids):
     return loss_cross_entropy(logits, ids).item()
 
 
+@CASES.named(
+    check_next_token_loss,
+    "expected a 0-dim tensor (shape (), one number for the whole batch), received shape (3, 5)",
+)
 def loss_per_position(logits, ids):
     return F.cross_entropy(logits[:, :-1].transpose(1, 2), ids[:, 1:], reduction="none")  # (B, L-1)
 
 
-@pytest.mark.parametrize("fn", [loss_cross_entropy, loss_by_hand, loss_package])
-def test_loss_accepts_correct(fn, capsys):
-    check_next_token_loss(fn)
-    assert "check_next_token_loss: all checks passed" in capsys.readouterr().out
-
-
-@pytest.mark.parametrize("fn, phrase", [
-    (loss_no_shift, "no shift: each position was scored against its own token"),
-    (loss_no_shift_cut, "no shift (with the last position dropped)"),
-    (loss_wrong_way, "shifted the wrong way"),
-    (loss_roll, "wrap-around: torch.roll"),
-    (loss_sum, "sum instead of mean"),
-    (loss_bits, "bits instead of nats"),
-    (loss_bits_log2, "bits instead of nats"),
-    (loss_vocab_mean, "mean of -log p over the whole vocabulary"),
-    (loss_divide_by_L, "divided by L instead of L - 1"),
-    (loss_wrong_axis, "log-softmax over the wrong axis"),
-    (loss_raw_logit, "used the raw logit of the target"),
-    (loss_float, "expected a 0-dim torch.Tensor, received float"),
-    (loss_per_position, "expected a 0-dim tensor (shape (), one number for the whole batch), received shape (3, 5)"),
-])
-def test_loss_names_mistake(fn, phrase):
-    with pytest.raises(AssertionError, match="loss") as info:
-        check_next_token_loss(fn)
-    assert phrase in str(info.value)
-
-
 def test_loss_first_case_tells_every_mistake_apart():
     """Every named mistake is caught on the first case (B=3, L=6, V=7), not by luck on a later one."""
-    for fn in (loss_no_shift, loss_wrong_way, loss_roll, loss_sum, loss_bits, loss_vocab_mean, loss_divide_by_L):
+    for fn in (
+        loss_no_shift,
+        loss_wrong_way,
+        loss_roll,
+        loss_sum,
+        loss_bits,
+        loss_vocab_mean,
+        loss_divide_by_L,
+    ):
         with pytest.raises(AssertionError, match=r"logits of shape \(3, 6, 7\)"):
             check_next_token_loss(fn)
 
@@ -138,23 +142,30 @@ def test_loss_unknown_mistake_crash_and_stub(capsys):
 
     def stub(logits, ids):
         raise NotImplementedError
+
     assert check_next_token_loss(stub) is None
     assert "check_next_token_loss: not implemented yet" in capsys.readouterr().out
 
 
 def test_loss_reference_on_a_hand_computed_case():
     """The checker's oracle on a case small enough to do by hand: L = 2, V = 2, logits (0, ln 3) -> p = (1/4, 3/4)."""
-    from transformer_lite.book.exercises import _next_token_nll
+    from transformer_lite.book.exercises.ch8_language_model import _next_token_nll
 
     logits = torch.tensor([[[0.0, math.log(3.0)], [5.0, -5.0]]], dtype=torch.float64)  # (1, 2, 2)
-    nll = _next_token_nll(logits, torch.tensor([[0, 1]]))  # target of position 0 is token 1: p = 3/4
+    nll = _next_token_nll(
+        logits, torch.tensor([[0, 1]])
+    )  # target of position 0 is token 1: p = 3/4
     torch.testing.assert_close(nll, torch.tensor([[-math.log(0.75)]], dtype=torch.float64))
-    nll = _next_token_nll(logits, torch.tensor([[1, 0]]))  # target token 0: p = 1/4, loss ln 4 = 2 bits
+    nll = _next_token_nll(
+        logits, torch.tensor([[1, 0]])
+    )  # target token 0: p = 1/4, loss ln 4 = 2 bits
     torch.testing.assert_close(nll, torch.tensor([[math.log(4.0)]], dtype=torch.float64))
 
 
 # --------------------------------------------------------------------------- temperature and top-k
 
+
+@CASES.passes(check_temperature_top_k)
 def probs_masked(logits, temperature, top_k):
     scaled = logits / temperature
     if top_k is not None:
@@ -163,12 +174,16 @@ def probs_masked(logits, temperature, top_k):
     return torch.softmax(scaled, dim=-1)
 
 
+@CASES.passes(check_temperature_top_k)
 def probs_scatter(logits, temperature, top_k):
     k = logits.shape[-1] if top_k is None else top_k
-    values, index = torch.topk(logits, k, dim=-1)  # the largest logits are the largest scaled logits (T > 0)
+    values, index = torch.topk(
+        logits, k, dim=-1
+    )  # the largest logits are the largest scaled logits (T > 0)
     return torch.zeros_like(logits).scatter(-1, index, torch.softmax(values / temperature, dim=-1))
 
 
+@CASES.passes(check_temperature_top_k)
 def probs_power(logits, temperature, top_k):
     """p ** (1 / T), renormalised, equals softmax(logits / T); then cut and renormalise again."""
     p = torch.softmax(logits, -1) ** (1.0 / temperature)
@@ -179,10 +194,12 @@ def probs_power(logits, temperature, top_k):
     return p / p.sum(-1, keepdim=True)
 
 
+@CASES.named(check_temperature_top_k, "multiplied by the temperature instead of dividing")
 def probs_times_t(logits, temperature, top_k):
-    return probs_masked(logits * temperature ** 2, temperature, top_k)
+    return probs_masked(logits * temperature**2, temperature, top_k)
 
 
+@CASES.named(check_temperature_top_k, "kept the k smallest logits")
 def probs_smallest(logits, temperature, top_k):
     scaled = logits / temperature
     if top_k is not None:
@@ -191,6 +208,7 @@ def probs_smallest(logits, temperature, top_k):
     return torch.softmax(scaled, dim=-1)
 
 
+@CASES.named(check_temperature_top_k, "not renormalised after zeroing")
 def probs_not_renormalised(logits, temperature, top_k):
     p = torch.softmax(logits / temperature, -1)
     if top_k is not None:
@@ -199,11 +217,13 @@ def probs_not_renormalised(logits, temperature, top_k):
     return p
 
 
+@CASES.named(check_temperature_top_k, "off by one: k + 1 tokens kept")
 def probs_k_plus_one(logits, temperature, top_k):
     k = None if top_k is None else min(top_k + 1, logits.shape[-1])
     return probs_masked(logits, temperature, k)
 
 
+@CASES.named(check_temperature_top_k, "off by one: k - 1 tokens kept")
 def probs_k_minus_one(logits, temperature, top_k):
     scaled = logits / temperature
     if top_k is not None:
@@ -212,62 +232,52 @@ def probs_k_minus_one(logits, temperature, top_k):
     return torch.softmax(scaled, dim=-1)
 
 
+@CASES.named(check_temperature_top_k, "top_k ignored")
 def probs_no_top_k(logits, temperature, top_k):
     return torch.softmax(logits / temperature, -1)
 
 
+@CASES.named(check_temperature_top_k, "temperature ignored")
 def probs_no_temperature(logits, temperature, top_k):
     return probs_masked(logits, 1.0, top_k)
 
 
+@CASES.named(
+    check_temperature_top_k, "returned logits or log-probabilities instead of probabilities"
+)
 def probs_log(logits, temperature, top_k):
     return torch.log(probs_masked(logits, temperature, top_k))
 
 
+@CASES.named(
+    check_temperature_top_k, "returned logits or log-probabilities instead of probabilities"
+)
 def probs_logits(logits, temperature, top_k):
     return logits / temperature
 
 
+@CASES.named(check_temperature_top_k, "the rows sum to [0.5, 0.5, 0.5], not 1")
 def probs_half(logits, temperature, top_k):
     return 0.5 * probs_masked(logits, temperature, top_k)
 
 
-@pytest.mark.parametrize("fn", [probs_masked, probs_scatter, probs_power])
-def test_temperature_accepts_correct(fn, capsys):
-    check_temperature_top_k(fn)
-    assert "check_temperature_top_k: all checks passed" in capsys.readouterr().out
-
-
-@pytest.mark.parametrize("fn, phrase", [
-    (probs_times_t, "multiplied by the temperature instead of dividing"),
-    (probs_smallest, "kept the k smallest logits"),
-    (probs_not_renormalised, "not renormalised after zeroing"),
-    (probs_k_plus_one, "off by one: k + 1 tokens kept"),
-    (probs_k_minus_one, "off by one: k - 1 tokens kept"),
-    (probs_no_top_k, "top_k ignored"),
-    (probs_no_temperature, "temperature ignored"),
-    (probs_log, "returned logits or log-probabilities instead of probabilities"),
-    (probs_logits, "returned logits or log-probabilities instead of probabilities"),
-    (probs_half, "the rows sum to [0.5, 0.5, 0.5], not 1"),
-])
-def test_temperature_names_mistake(fn, phrase):
-    with pytest.raises(AssertionError, match="probabilities") as info:
-        check_temperature_top_k(fn)
-    assert phrase in str(info.value)
-
-
 def test_temperature_shape_crash_nan_unknown_and_stub(capsys):
     with pytest.raises(AssertionError, match=r"expected shape \(3, 7\), received \(3, 1\)"):
-        check_temperature_top_k(lambda logits, t, k: probs_masked(logits, t, k).argmax(-1, keepdim=True))
+        check_temperature_top_k(
+            lambda logits, t, k: probs_masked(logits, t, k).argmax(-1, keepdim=True)
+        )
     with pytest.raises(AssertionError, match="contain NaN"):
         check_temperature_top_k(lambda logits, t, k: probs_masked(logits, t, k) * float("nan"))
     with pytest.raises(AssertionError, match="your function raised"):
-        check_temperature_top_k(lambda logits, t, k: torch.softmax(logits / t, dim=2))  # no dim 2: IndexError
+        check_temperature_top_k(
+            lambda logits, t, k: torch.softmax(logits / t, dim=2)
+        )  # no dim 2: IndexError
     with pytest.raises(AssertionError, match="matches none of the usual mistakes"):
         check_temperature_top_k(lambda logits, t, k: probs_masked(logits, 1.3 * t, k))
 
     def stub(logits, temperature, top_k):
         raise NotImplementedError
+
     assert check_temperature_top_k(stub) is None
     assert "check_temperature_top_k: not implemented yet" in capsys.readouterr().out
 
@@ -275,28 +285,36 @@ def test_temperature_shape_crash_nan_unknown_and_stub(capsys):
 def test_temperature_reference_on_a_hand_computed_case():
     """Logits (ln 1, ln 2, ln 3, ln 4) at T = 1 give p = (1, 2, 3, 4) / 10; top-2 keeps (3, 4) / 7; at T = 0.5
     the probabilities go as the squares, (9, 16) / 25."""
-    from transformer_lite.book.exercises import _temperature_top_k_probs
+    from transformer_lite.book.exercises.ch8_language_model import _temperature_top_k_probs
 
     logits = torch.log(torch.tensor([[1.0, 2.0, 3.0, 4.0]], dtype=torch.float64))
-    torch.testing.assert_close(_temperature_top_k_probs(logits, 1.0, None),
-                               torch.tensor([[0.1, 0.2, 0.3, 0.4]], dtype=torch.float64))
-    torch.testing.assert_close(_temperature_top_k_probs(logits, 1.0, 2),
-                               torch.tensor([[0.0, 0.0, 3 / 7, 4 / 7]], dtype=torch.float64))
-    torch.testing.assert_close(_temperature_top_k_probs(logits, 0.5, 2),
-                               torch.tensor([[0.0, 0.0, 9 / 25, 16 / 25]], dtype=torch.float64))
+    torch.testing.assert_close(
+        _temperature_top_k_probs(logits, 1.0, None),
+        torch.tensor([[0.1, 0.2, 0.3, 0.4]], dtype=torch.float64),
+    )
+    torch.testing.assert_close(
+        _temperature_top_k_probs(logits, 1.0, 2),
+        torch.tensor([[0.0, 0.0, 3 / 7, 4 / 7]], dtype=torch.float64),
+    )
+    torch.testing.assert_close(
+        _temperature_top_k_probs(logits, 0.5, 2),
+        torch.tensor([[0.0, 0.0, 9 / 25, 16 / 25]], dtype=torch.float64),
+    )
 
 
 def test_sample_next_token_draws_from_the_checked_distribution():
     """The package's sampler and the checked distribution agree: with top_k = 2 it never draws outside the top 2,
     and its draw frequencies match the reference probabilities (6,000 seeded draws, 4 standard errors)."""
-    from transformer_lite.book.exercises import _temperature_top_k_probs
+    from transformer_lite.book.exercises.ch8_language_model import _temperature_top_k_probs
     from transformer_lite.models.decoder_only import sample_next_token
 
     logits = torch.log(torch.tensor([[1.0, 2.0, 3.0, 4.0]], dtype=torch.float64)).float()
     want = _temperature_top_k_probs(logits, 0.5, 2)[0]  # (0, 0, 9/25, 16/25)
     g = torch.Generator().manual_seed(0)
     n = 6000
-    draws = sample_next_token(logits.expand(n, 4), temperature=0.5, top_k=2, generator=g)[:, 0]  # (n,)
+    draws = sample_next_token(logits.expand(n, 4), temperature=0.5, top_k=2, generator=g)[
+        :, 0
+    ]  # (n,)
     freq = torch.bincount(draws, minlength=4).double() / n
     assert freq[0] == 0 and freq[1] == 0
     stderr = math.sqrt(float(want[2] * want[3]) / n)
@@ -310,21 +328,29 @@ def test_sample_next_token_draws_from_the_checked_distribution():
 from transformer_lite.book.exercises import check_kv_cache_bytes, check_loss_units  # noqa: E402
 
 
-@pytest.mark.parametrize("fn", [lambda loss: (loss / math.log(2), math.exp(loss)),
-                                lambda loss: [loss * math.log2(math.e), 2 ** (loss / math.log(2))]])
+@pytest.mark.parametrize(
+    "fn",
+    [
+        lambda loss: (loss / math.log(2), math.exp(loss)),
+        lambda loss: [loss * math.log2(math.e), 2 ** (loss / math.log(2))],
+    ],
+)
 def test_loss_units_accepts_correct_solutions(fn, capsys):
     check_loss_units(fn)
     assert "all checks passed" in capsys.readouterr().out
 
 
-@pytest.mark.parametrize("fn, mistake", [
-    (lambda loss: (loss * math.log(2), math.exp(loss)), "multiplied by ln 2"),
-    (lambda loss: (loss / math.log10(2), math.exp(loss)), "log10 instead of ln"),
-    (lambda loss: (loss / math.log(2), 2 ** loss), "2 ** loss"),
-    (lambda loss: (loss / math.log(2), math.exp(loss / math.log(2))), "exp(bits)"),
-    (lambda loss: (math.exp(loss), loss / math.log(2)), "wrong order"),
-    (lambda loss: loss / math.log(2), "expected a pair"),
-])
+@pytest.mark.parametrize(
+    "fn, mistake",
+    [
+        (lambda loss: (loss * math.log(2), math.exp(loss)), "multiplied by ln 2"),
+        (lambda loss: (loss / math.log10(2), math.exp(loss)), "log10 instead of ln"),
+        (lambda loss: (loss / math.log(2), 2**loss), "2 ** loss"),
+        (lambda loss: (loss / math.log(2), math.exp(loss / math.log(2))), "exp(bits)"),
+        (lambda loss: (math.exp(loss), loss / math.log(2)), "wrong order"),
+        (lambda loss: loss / math.log(2), "expected a pair"),
+    ],
+)
 def test_loss_units_names_the_mistake(fn, mistake):
     with pytest.raises(AssertionError, match=re.escape(mistake)):
         check_loss_units(fn)
@@ -339,13 +365,16 @@ def test_kv_cache_bytes_accepts_the_formula(capsys):
     assert "all checks passed" in capsys.readouterr().out
 
 
-@pytest.mark.parametrize("fn, mistake", [
-    (lambda *a: kv_bytes(*a) // 2, "keys only"),
-    (lambda L, k, d, n, b: kv_bytes(L, 2 * k, d, n, b), "counted the query heads"),
-    (lambda *a: 8 * kv_bytes(*a), "bits instead of bytes"),
-    (lambda L, k, d, n, b: kv_bytes(L, k, d, n, 1), "bytes per number left out"),
-    (lambda L, k, d, n, b: kv_bytes(L, k, d, n + 1, b), "the cache measured"),
-])
+@pytest.mark.parametrize(
+    "fn, mistake",
+    [
+        (lambda *a: kv_bytes(*a) // 2, "keys only"),
+        (lambda L, k, d, n, b: kv_bytes(L, 2 * k, d, n, b), "counted the query heads"),
+        (lambda *a: 8 * kv_bytes(*a), "bits instead of bytes"),
+        (lambda L, k, d, n, b: kv_bytes(L, k, d, n, 1), "bytes per number left out"),
+        (lambda L, k, d, n, b: kv_bytes(L, k, d, n + 1, b), "the cache measured"),
+    ],
+)
 def test_kv_cache_bytes_names_the_mistake(fn, mistake):
     with pytest.raises(AssertionError, match=re.escape(mistake)):
         check_kv_cache_bytes(fn)
@@ -354,6 +383,10 @@ def test_kv_cache_bytes_names_the_mistake(fn, mistake):
 def test_units_and_cache_stubs_print_not_implemented(capsys):
     def stub(*args):
         raise NotImplementedError
+
     check_loss_units(stub)
     check_kv_cache_bytes(stub)
     assert capsys.readouterr().out.count("not implemented yet") == 2
+
+
+test_right_answers_pass, test_mistakes_are_named = CASES.tests()

@@ -16,22 +16,20 @@ outside and keys inside, is the one of FlashAttention-2 (Dao, 2023, Algorithm 1)
 The arithmetic is the same as the direct one's (time still grows as
 ``L * S``); only the storage changes: besides the inputs and the ``(..., L,
 d_v)`` output, the extra memory is a few tiles and per-row statistics.
-:func:`peak_allocated_bytes` measures that claim on the CPU.
+Chapter 7 measures that claim on the CPU with
+:func:`transformer_lite.book.measure.peak_allocated_bytes`.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
-from typing import Any
 
 import torch
 from torch import Tensor
-from torch.profiler import ProfilerActivity, profile
 
 from .attention import check_attention_inputs
 
-__all__ = ["memory_efficient_attention", "peak_allocated_bytes"]
+__all__ = ["memory_efficient_attention"]
 
 _HALF_DTYPES = (torch.float16, torch.bfloat16)
 _NAME = "memory_efficient_attention"
@@ -153,39 +151,3 @@ def memory_efficient_attention(
         # Normalize once at the end; a row with no allowed key has l = 0 and acc = 0.
         out[..., i0:i1, :] = acc / torch.where(l > 0, l, torch.ones_like(l))
     return out.to(in_dtype)
-
-
-def peak_allocated_bytes(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> int:
-    """Peak bytes of tensor storage that PyTorch's CPU allocator holds during ``fn(*args, **kwargs)``.
-
-    Runs the call once under ``torch.profiler.profile(profile_memory=True)``,
-    which records every allocation and free made through PyTorch's CPU
-    allocator with a timestamp; the peak of their running sum is the largest
-    amount of *new* tensor storage alive at any moment of the call (storage
-    that existed before the call is not counted; outputs that are still alive
-    at the end are). Python's ``tracemalloc`` cannot do this: torch allocates
-    outside Python's allocator.
-
-    Not counted: memory that libraries allocate behind PyTorch's back (e.g.
-    BLAS work buffers), allocator overhead and fragmentation, Python objects.
-    Process-level measurements (maximum resident set size) see those; the
-    benchmark in ``benchmarks/`` reports both.
-
-    Args:
-        fn: the callable to measure; ``args``/``kwargs`` are passed to it.
-            Wrap it in ``torch.no_grad()`` yourself to leave autograd's saved
-            tensors out.
-
-    Returns:
-        Peak bytes (int, >= 0). The result of ``fn`` is discarded.
-    """
-    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
-        fn(*args, **kwargs)
-    # kineto_results holds the raw events; "[memory]" events carry signed byte counts (+ alloc, - free).
-    events = prof.profiler.kineto_results.events()
-    changes = sorted((e.start_ns(), e.nbytes()) for e in events if e.name() == "[memory]")
-    running = peak = 0
-    for _, nbytes in changes:
-        running += nbytes
-        peak = max(peak, running)
-    return peak

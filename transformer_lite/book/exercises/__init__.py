@@ -1,0 +1,77 @@
+"""Checkers for the book's exercises: they test a learner's function and name the likely mistake.
+
+Each ``check_*`` function calls the learner's function on seeded, distinct
+inputs of several shapes (L != S, odd ``d_model``, a single position, masks),
+compares with this package's reference in float64, and
+
+* returns ``None`` (after printing a short confirmation) when every case agrees;
+* raises ``AssertionError`` whose message names the classic mistake that
+  reproduces the wrong answer (e.g. "scaled by d_k instead of sqrt(d_k)"),
+  or, when no known mistake fits, says which case failed and how;
+* prints ``not implemented yet`` and returns ``None`` when the function raises
+  ``NotImplementedError`` (the stubs of the student edition do), so that a
+  notebook still runs from top to bottom.
+
+One module per chapter, named after its notebook; the shared machinery is in :mod:`._checking`:
+
+* :mod:`.ch1_attention`: scaled dot-product attention, a head's score spread, splitting and merging
+  heads;
+* :mod:`.ch2_causal_masks`: the causal mask, attention with a key/value cache, positions read from
+  the mask;
+* :mod:`.ch3_positional_encodings`: the sinusoidal encoding and rotary position embedding;
+* :mod:`.ch4_transformer_block`: layer normalization and a pre-norm block;
+* :mod:`.ch5_encoder_decoder`: teacher forcing's shift;
+* :mod:`.ch6_rnn_gradients`: an RNN step's Jacobian;
+* :mod:`.ch7_cost`: merging two blocks' online-softmax statistics;
+* :mod:`.ch8_language_model`: the next-token loss, temperature and top-k, loss units, the size of a
+  key/value cache.
+
+Every checker is importable from here: ``from transformer_lite.book.exercises import check_rotary``.
+"""
+
+from .ch1_attention import (
+    check_scaled_dot_product_attention,
+    check_score_spread,
+    check_split_merge_heads,
+)
+from .ch2_causal_masks import (
+    check_cached_causal_attention,
+    check_causal_mask,
+    check_causal_positions,
+)
+from .ch3_positional_encodings import (
+    check_rotary,
+    check_sinusoidal_positional_encoding,
+    reference_sinusoidal_positional_encoding,
+)
+from .ch4_transformer_block import check_layer_norm, check_pre_norm_block
+from .ch5_encoder_decoder import check_shift_right
+from .ch6_rnn_gradients import check_rnn_step_jacobian
+from .ch7_cost import check_online_softmax_merge
+from .ch8_language_model import (
+    check_kv_cache_bytes,
+    check_loss_units,
+    check_next_token_loss,
+    check_temperature_top_k,
+)
+
+__all__ = [
+    "check_scaled_dot_product_attention",
+    "check_score_spread",
+    "check_split_merge_heads",
+    "check_causal_mask",
+    "check_cached_causal_attention",
+    "check_causal_positions",
+    "reference_sinusoidal_positional_encoding",
+    "check_sinusoidal_positional_encoding",
+    "check_rotary",
+    "check_layer_norm",
+    "check_pre_norm_block",
+    "check_shift_right",
+    "check_rnn_step_jacobian",
+    "check_online_softmax_merge",
+    "check_next_token_loss",
+    "check_temperature_top_k",
+    "check_loss_units",
+    "check_kv_cache_bytes",
+]

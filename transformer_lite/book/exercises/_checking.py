@@ -1,0 +1,91 @@
+"""What every exercise checker shares: calling the learner's function, reporting, comparing.
+
+``_checker`` wraps a check so that a stub (``NotImplementedError``) prints "not implemented yet"
+and success prints a confirmation; ``_call`` turns a crash in the learner's code into a failed
+check with a hint; ``_diagnose`` names the classic mistake whose output matches the learner's.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import torch
+from torch import Tensor
+
+ATOL = 1e-6
+
+
+class _NotImplementedYet(Exception):
+    pass
+
+
+def _call(fn: Callable, *args, **kwargs):
+    try:
+        return fn(*args, **kwargs)
+    except NotImplementedError as exc:
+        raise _NotImplementedYet from exc
+    except (
+        Exception
+    ) as exc:  # a crash in the learner's code: report it as a failed check, with a hint
+        hint = ""
+        if "view size is not compatible" in str(exc):
+            hint = " Hint: after transpose() a tensor is not contiguous; use reshape() (or .contiguous().view())."
+        shapes = [tuple(a.shape) for a in args if isinstance(a, Tensor)]
+        raise AssertionError(
+            f"your function raised {type(exc).__name__} on inputs of shapes {shapes}: {exc}.{hint}"
+        ) from exc
+
+
+def _checker(name: str):
+    """Wrap a check so NotImplementedError prints 'not implemented yet' and success prints a confirmation."""
+
+    def wrap(check):
+        def run(*fns):
+            try:
+                check(*fns)
+            except _NotImplementedYet:
+                print(f"{name}: not implemented yet (your function raises NotImplementedError)")
+                return None
+            print(f"{name}: all checks passed")
+            return None
+
+        run.__name__, run.__qualname__, run.__doc__ = name, name, check.__doc__
+        return run
+
+    return wrap
+
+
+def _gen(seed: int) -> torch.Generator:
+    return torch.Generator().manual_seed(seed)
+
+
+def _close(a, b) -> bool:
+    return (
+        isinstance(a, Tensor)
+        and a.shape == b.shape
+        and torch.allclose(a.double(), b.double(), atol=ATOL, rtol=1e-5)
+    )
+
+
+def _diagnose(
+    got: Tensor, variants: dict[str, Tensor], case: str, what: str, expected: Tensor
+) -> AssertionError:
+    for mistake, value in variants.items():
+        if _close(got, value):
+            return AssertionError(f"wrong {what} for {case}. Likely mistake: {mistake}")
+    err = (got.double() - expected.double()).abs().max().item()
+    return AssertionError(
+        f"wrong {what} for {case}: largest difference from the reference {err:.3g}, and it "
+        "matches none of the usual mistakes; print both and compare"
+    )
+
+
+def _check_tensor(value, name: str, shape: tuple, case: str) -> None:
+    if not isinstance(value, Tensor):
+        raise AssertionError(
+            f"{name} for {case}: expected a torch.Tensor, received {type(value).__name__}"
+        )
+    if tuple(value.shape) != tuple(shape):
+        raise AssertionError(
+            f"{name} for {case}: expected shape {tuple(shape)}, received {tuple(value.shape)}"
+        )

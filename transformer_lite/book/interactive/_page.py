@@ -1,0 +1,66 @@
+"""What every interactive figure shares: plotly on first use, rounding of stored numbers, and
+``show``, which stores a figure in the notebook so that it works in Jupyter and in the static book.
+"""
+
+from __future__ import annotations
+
+import html as html_lib
+import re
+
+import torch
+from torch import Tensor
+
+__all__ = ["show"]
+
+_DECIMALS = 4  # stored weights are rounded: smaller pages, and outputs that compare exactly across runs
+
+
+def _plotly():
+    # on first use, not at the top: importing plotly takes about as long as importing torch
+    import plotly.graph_objects as go
+    from plotly.subplots import make_subplots
+
+    return go, make_subplots
+
+
+def _rounded(t: Tensor) -> list:
+    return torch.round(t.detach().double().cpu(), decimals=_DECIMALS).tolist()
+
+
+def _sig(values, digits: int = 4) -> list:
+    """Round to ``digits`` significant digits (the values span many orders of magnitude)."""
+    return [float(f"{float(v):.{digits}g}") for v in values]
+
+
+def show(fig, div_id: str, alt: str) -> None:
+    """Display ``fig`` in a notebook so that it works both in Jupyter and in the static book.
+
+    The output holds two representations: plotly's own JSON (rendered by JupyterLab's plotly
+    extension) and an HTML fragment that calls ``Plotly.newPlot`` on a ``<div>`` with the fixed id
+    ``div_id`` (rendered by the book, which loads ``plotly.min.js`` from its ``_static`` folder).
+    A fixed id keeps the stored output identical from run to run, as nbval requires. ``alt`` describes
+    the figure for readers who cannot see it (the HTML wrapper gets ``role="figure"`` and ``aria-label``).
+
+    Raises:
+        ValueError: if ``div_id`` is empty or contains characters other than letters, digits, ``-`` and ``_``,
+            or ``alt`` is empty.
+    """
+    from IPython.display import display  # on first use: IPython is not a dependency of the package
+
+    if not re.fullmatch(r"[A-Za-z][A-Za-z0-9_-]*", div_id or ""):
+        raise ValueError(f"show: expected an HTML id of letters, digits, '-' and '_', received {div_id!r}")
+    if not alt.strip():
+        raise ValueError("show: expected a non-empty alt text describing the figure")
+    import plotly.io as pio  # on first use, as in _plotly()
+
+    # Serialize with the standard library's json, not orjson: plotly picks orjson whenever it is
+    # importable, and the two write floats and non-ASCII characters differently, which would make
+    # the stored notebook outputs depend on what else happens to be installed. Set for this call only.
+    engine, pio.json.config.default_engine = pio.json.config.default_engine, "json"
+    try:
+        html = fig.to_html(full_html=False, include_plotlyjs=False, div_id=div_id,
+                           config={"displaylogo": False, "responsive": True})
+    finally:
+        pio.json.config.default_engine = engine
+    html = f'<div role="figure" aria-label="{html_lib.escape(alt, quote=True)}">{html}</div>'
+    display({"application/vnd.plotly.v1+json": fig.to_plotly_json(), "text/html": html}, raw=True)

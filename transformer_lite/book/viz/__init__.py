@@ -1,0 +1,41 @@
+"""Static figures (matplotlib) for the chapters: heatmaps, masks, diagrams, curves.
+
+All figures use colour-blind-safe colormaps (viridis / cividis), label both
+axes with tokens, carry a colorbar, and take a title that says what to notice.
+
+One module per chapter, named after its notebook, holds the figures that chapter introduces (later
+chapters reuse them, e.g. ``plot_attention`` in chapters 5 and 8); colours and axis helpers shared
+by several chapters are in :mod:`._style`:
+
+* :mod:`.ch1_attention`: ``plot_attention``, ``plot_head_grid``;
+* :mod:`.ch2_causal_masks`: ``plot_mask``;
+* :mod:`.ch3_positional_encodings`: ``plot_score_bias``;
+* :mod:`.ch4_transformer_block`: ``plot_activations``;
+* :mod:`.ch5_encoder_decoder`: ``plot_decoder_block``;
+* :mod:`.ch6_rnn_gradients`: ``plot_norms_vs_lag``;
+* :mod:`.ch7_cost`: ``fit_loglog_slope``, ``plot_loglog_fit``.
+
+Every figure is importable from here: ``from transformer_lite.book import viz; viz.plot_mask(...)``.
+"""
+
+from ._style import MASK_CMAP
+from .ch1_attention import plot_attention, plot_head_grid
+from .ch2_causal_masks import plot_mask
+from .ch3_positional_encodings import plot_score_bias
+from .ch4_transformer_block import plot_activations
+from .ch5_encoder_decoder import plot_decoder_block
+from .ch6_rnn_gradients import plot_norms_vs_lag
+from .ch7_cost import fit_loglog_slope, plot_loglog_fit
+
+__all__ = [
+    "MASK_CMAP",
+    "plot_attention",
+    "plot_head_grid",
+    "plot_mask",
+    "plot_score_bias",
+    "plot_activations",
+    "plot_decoder_block",
+    "plot_norms_vs_lag",
+    "fit_loglog_slope",
+    "plot_loglog_fit",
+]

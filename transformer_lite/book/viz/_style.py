@@ -1,0 +1,35 @@
+"""What the figures of several chapters share: mask colours, line colours and markers, axis labels."""
+
+from __future__ import annotations
+
+import matplotlib.pyplot as plt
+import numpy as np
+from matplotlib.colors import ListedColormap
+from torch import Tensor
+
+__all__ = ["MASK_CMAP"]
+
+# Two colours from the ends of cividis: dark blue = blocked, yellow = may attend.
+MASK_CMAP = ListedColormap([plt.get_cmap("cividis")(0.0), plt.get_cmap("cividis")(1.0)])
+
+
+def _as_2d(weights: Tensor | np.ndarray) -> np.ndarray:
+    w = weights.detach().cpu().double().numpy() if isinstance(weights, Tensor) else np.asarray(weights, dtype=float)
+    if w.ndim != 2:
+        raise ValueError(f"expected a 2-D (L, S) array, received shape {w.shape}")
+    return w
+
+
+_LINE_COLORS = ["#3b528b", "#21918c", "#d8576b", "#e6a100", "#5ec962", "#440154"]  # distinguishable, colour-blind safe
+_MARKERS = ["o", "s", "D", "^", "v", "P"]
+
+
+def _label_line_axes(ax: plt.Axes, xlabel: str, ylabel: str, title: str) -> plt.Axes:
+    """Axis labels, a major-tick grid, the title (if any) and the legend of a line plot."""
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.grid(True, which="major", alpha=0.3)
+    if title:
+        ax.set_title(title)
+    ax.legend(fontsize=8)
+    return ax

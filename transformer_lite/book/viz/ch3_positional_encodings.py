@@ -1,0 +1,121 @@
+"""Static figures (matplotlib) of chapter 3, ``notebooks/03_positional_encodings.ipynb``:
+position biases added to the scores.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import matplotlib.pyplot as plt
+import numpy as np
+from matplotlib.ticker import MaxNLocator
+from torch import Tensor
+
+__all__ = ["plot_score_bias"]
+
+
+def plot_score_bias(bias: Tensor, title: str = "", head_labels: Sequence[str] | None = None,
+                    vmax: float | None = None, n_cols: int | None = None,
+                    cell_size: float = 2.3, scale: str = "shared") -> plt.Figure:
+    """What a relative position bias or ALiBi adds to the attention scores: one heatmap per head.
+
+    Two colour scales:
+
+    * ``scale="shared"`` (default): one scale for all heads, so that their sizes can be compared.
+      Signed values use the diverging ``RdBu_r`` colormap with limits symmetric about 0 (white = adds
+      nothing, red = raises the score, blue = lowers it) and one colorbar; entries equal to ``-inf``
+      (keys a causal bias forbids) are drawn in grey.
+    * ``scale="per_head"``: each head gets its own colour range, from its own smallest to its own
+      largest finite value, and its own colorbar, so that the pattern of a head with small values
+      (a shallow ALiBi slope) is as visible as that of a head with large ones; the sizes are then read
+      from the colorbars, not from the colours. The colormap is the sequential, colour-blind-safe
+      ``cividis`` (the limits are no longer centred on 0, so a diverging map's white would mean
+      nothing), and ``-inf`` entries are drawn in white. A head whose finite values are all equal is
+      drawn in the middle of a range of width 1 around that value.
+
+    The colour chosen for ``-inf`` is named in the colorbar label of the shared scale, and in the
+    label of the first colorbar of the per-head scale.
+
+    Args:
+        bias: ``(H, L, S)`` or ``(1, H, L, S)`` float tensor (e.g. the output of
+            :class:`~transformer_lite.nn.relative_position.T5RelativePositionBias` or
+            :func:`~transformer_lite.nn.relative_position.alibi_bias`).
+        title: what the reader should notice (with ``scale="per_head"``, say that the scales differ).
+        head_labels: ``H`` panel titles (default ``head 0``, ``head 1``, ...).
+        vmax: half-width of the shared colour scale (default: the largest finite ``|bias|``); only
+            with ``scale="shared"``.
+        n_cols: panels per row (default: all heads in one row, at most 4).
+        cell_size: inches per panel.
+        scale: ``"shared"`` or ``"per_head"`` (see above).
+
+    Returns:
+        The figure.
+
+    Raises:
+        ValueError: if ``bias`` is not ``(H, L, S)`` / ``(1, H, L, S)`` floating, ``head_labels`` has
+            the wrong length, ``scale`` is neither ``"shared"`` nor ``"per_head"``, or ``vmax`` is
+            given with ``scale="per_head"``.
+    """
+    if not isinstance(bias, Tensor) or not bias.is_floating_point() or bias.dim() not in (3, 4) \
+            or (bias.dim() == 4 and bias.shape[0] != 1):
+        raise ValueError("plot_score_bias: expected a floating bias of shape (H, L, S) or (1, H, L, S), received "
+                         f"{tuple(getattr(bias, 'shape', ()))} of dtype {getattr(bias, 'dtype', type(bias).__name__)}")
+    if scale not in ("shared", "per_head"):
+        raise ValueError(f"plot_score_bias: expected scale 'shared' or 'per_head', received {scale!r}")
+    if scale == "per_head" and vmax is not None:
+        raise ValueError("plot_score_bias: expected vmax=None with scale='per_head' (each head sets its own "
+                         f"limits), received vmax={vmax}")
+    b = bias[0] if bias.dim() == 4 else bias  # (H, L, S)
+    H, L, S = b.shape
+    labels = [f"head {h}" for h in range(H)] if head_labels is None else list(head_labels)
+    if len(labels) != H:
+        raise ValueError(f"plot_score_bias: expected {H} head labels, received {len(labels)}")
+    values = b.detach().cpu().double().numpy()
+    blocked = np.isneginf(values)  # (H, L, S): keys the bias forbids
+    per_head = scale == "per_head"
+    if per_head:
+        cmap, bad, bad_name = plt.get_cmap("cividis"), "white", "white"
+        limits = []
+        for h in range(H):
+            finite = values[h][~blocked[h]]
+            lo, hi = (float(finite.min()), float(finite.max())) if finite.size else (0.0, 0.0)
+            limits.append((lo - 0.5, hi + 0.5) if lo == hi else (lo, hi))
+    else:
+        cmap, bad, bad_name = plt.get_cmap("RdBu_r"), "#9a9a9a", "grey"
+        finite = values[~blocked]
+        if vmax is None:
+            vmax = float(np.abs(finite).max()) if finite.size else 1.0
+            vmax = vmax if vmax > 0 else 1.0
+        limits = [(-vmax, vmax)] * H
+    cmap = cmap.with_extremes(bad=bad)  # bad = -inf: the key is forbidden
+    inf_note = f"{bad_name}: -inf, forbidden" if blocked.any() else ""
+    n_cols = min(H, 4) if n_cols is None else n_cols
+    n_rows = -(-H // n_cols)
+    width = (cell_size + (0.9 if per_head else 0.0)) * n_cols + (0.6 if per_head else 1.4)
+    fig, axes = plt.subplots(n_rows, n_cols, figsize=(width, cell_size * n_rows + 0.9),
+                             squeeze=False, layout="constrained")
+    for h in range(n_rows * n_cols):
+        ax = axes[h // n_cols, h % n_cols]
+        if h >= H:
+            ax.axis("off")
+            continue
+        lo, hi = limits[h]
+        im = ax.imshow(np.ma.masked_where(blocked[h], values[h]), cmap=cmap, vmin=lo, vmax=hi,
+                       aspect="auto", interpolation="nearest")
+        ax.set_title(labels[h], fontsize=10)
+        ax.set_xlabel("key position j", fontsize=9)
+        if h % n_cols == 0:
+            ax.set_ylabel("query position i", fontsize=9)
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # positions are whole numbers
+        ax.yaxis.set_major_locator(MaxNLocator(integer=True))
+        ax.tick_params(labelsize=8)
+        if per_head:
+            cbar = fig.colorbar(im, ax=ax, fraction=0.08, pad=0.03)
+            cbar.ax.tick_params(labelsize=8)
+            cbar.set_label("added to the score" + (f"\n({inf_note})" if inf_note and h == 0 else ""), fontsize=9)
+    if not per_head:
+        label = "added to the score" + (f"  ({inf_note})" if inf_note else "")
+        fig.colorbar(im, ax=axes, label=label, fraction=0.025, pad=0.02)
+    if title:
+        fig.suptitle(title)
+    return fig
