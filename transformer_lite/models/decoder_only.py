@@ -21,7 +21,7 @@ from dataclasses import asdict, dataclass
 import torch
 from torch import Tensor, nn
 
-from ..checks import check_token_ids, eval_mode
+from ..checks import check_nonnegative_int, check_token_ids, eval_mode
 from ..nn.attention import KVPair
 from ..nn.blocks import TransformerBlock, make_norm
 from ..nn.positional import (
@@ -277,14 +277,7 @@ class DecoderOnlyTransformer(nn.Module):
                 with ``use_cache``, if ``L + max_new_tokens - 1 > max_len`` (every token fed
                 needs a position; the last new token is never fed).
         """
-        if (
-            isinstance(max_new_tokens, bool)
-            or not isinstance(max_new_tokens, int)
-            or max_new_tokens < 0
-        ):
-            raise ValueError(
-                f"generate: expected an int max_new_tokens >= 0, received {max_new_tokens!r}"
-            )
+        check_nonnegative_int("generate", "max_new_tokens", max_new_tokens)
         if (
             use_cache
             and input_ids.dim() == 2

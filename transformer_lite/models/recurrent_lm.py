@@ -10,7 +10,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
-from ..checks import check_token_ids, eval_mode
+from ..checks import check_nonnegative_int, check_token_ids, eval_mode
 from .decoder_only import sample_next_token
 
 __all__ = ["GRULanguageModel"]
@@ -97,14 +97,7 @@ class GRULanguageModel(nn.Module):
         Returns:
             ``(B, L + max_new_tokens)`` int64.
         """
-        if (
-            isinstance(max_new_tokens, bool)
-            or not isinstance(max_new_tokens, int)
-            or max_new_tokens < 0
-        ):
-            raise ValueError(
-                f"generate: expected an int max_new_tokens >= 0, received {max_new_tokens!r}"
-            )
+        check_nonnegative_int("generate", "max_new_tokens", max_new_tokens)
         with eval_mode(self):
             tokens, feed, state = input_ids, input_ids, None
             for _ in range(max_new_tokens):

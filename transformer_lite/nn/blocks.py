@@ -84,8 +84,8 @@ def torch_activation_name(fn) -> str | None:
     return None
 
 
-def _check_torch_layer(owner: str, layer: nn.Module, expected: type) -> str:
-    """Validate a torch transformer layer for ``from_torch`` and return its activation's name."""
+def _torch_layer_options(owner: str, layer: nn.Module, expected: type) -> dict:
+    """Validate a torch transformer layer for ``from_torch`` and return our block's constructor arguments."""
     if not isinstance(layer, expected):
         raise ValueError(
             f"{owner}.from_torch: expected nn.{expected.__name__}, received {type(layer).__name__}"
@@ -98,7 +98,15 @@ def _check_torch_layer(owner: str, layer: nn.Module, expected: type) -> str:
         )
     if layer.linear1.bias is None:
         raise ValueError(f"{owner}.from_torch: layers built with bias=False are not supported")
-    return activation
+    return dict(
+        d_model=layer.self_attn.embed_dim,
+        n_heads=layer.self_attn.num_heads,
+        d_ff=layer.linear1.out_features,
+        dropout=layer.dropout.p,
+        activation=activation,
+        norm_first=layer.norm_first,
+        eps=layer.norm1.eps,
+    )
 
 
 def _copy_feed_forward(ff: PositionwiseFeedForward, layer: nn.Module) -> None:
@@ -270,23 +278,15 @@ class TransformerBlock(nn.Module):
             ValueError: if ``layer`` is not an ``nn.TransformerEncoderLayer``, has an
                 activation other than ReLU or the exact GELU, or was built with ``bias=False``.
         """
-        activation = _check_torch_layer("TransformerBlock", layer, nn.TransformerEncoderLayer)
-        ours = cls(
-            layer.self_attn.embed_dim,
-            layer.self_attn.num_heads,
-            layer.linear1.out_features,
-            dropout=layer.dropout.p,
-            activation=activation,
-            norm_first=layer.norm_first,
-            eps=layer.norm1.eps,
-        )
-        # Cast before copying: load_state_dict copies into the existing (float32) parameters, which would round.
-        ours = ours.to(dtype=layer.linear1.weight.dtype, device=layer.linear1.weight.device)
+        options = _torch_layer_options("TransformerBlock", layer, nn.TransformerEncoderLayer)
+        w = layer.linear1.weight
+        # Cast before copying: copying float64 weights into float32 parameters would round them.
+        ours = cls(**options).to(dtype=w.dtype, device=w.device)
         ours.self_attn = MultiHeadAttention.from_torch(layer.self_attn)
         ours.norm1 = LayerNorm.from_torch(layer.norm1)
         ours.norm2 = LayerNorm.from_torch(layer.norm2)
         _copy_feed_forward(ours.ff, layer)
-        return ours.to(dtype=layer.linear1.weight.dtype, device=layer.linear1.weight.device)
+        return ours.to(dtype=w.dtype, device=w.device)
 
 
 class DecoderBlock(nn.Module):
@@ -422,23 +422,14 @@ class DecoderBlock(nn.Module):
                 ``F.relu``/``F.gelu``, ``nn.ReLU()``/``nn.GELU()``; not
                 ``nn.GELU(approximate="tanh")``), or it was built with ``bias=False``.
         """
-        activation = _check_torch_layer("DecoderBlock", layer, nn.TransformerDecoderLayer)
-        dtype, device = layer.linear1.weight.dtype, layer.linear1.weight.device
-        ours = cls(
-            layer.self_attn.embed_dim,
-            layer.self_attn.num_heads,
-            layer.linear1.out_features,
-            dropout=layer.dropout.p,
-            activation=activation,
-            norm_first=layer.norm_first,
-            eps=layer.norm1.eps,
-        )
+        options = _torch_layer_options("DecoderBlock", layer, nn.TransformerDecoderLayer)
+        w = layer.linear1.weight
         # Cast before copying: copying float64 weights into float32 parameters would round them.
-        ours = ours.to(dtype=dtype, device=device)
+        ours = cls(**options).to(dtype=w.dtype, device=w.device)
         ours.self_attn = MultiHeadAttention.from_torch(layer.self_attn)
         ours.cross_attn = MultiHeadAttention.from_torch(layer.multihead_attn)
         ours.norm1 = LayerNorm.from_torch(layer.norm1)
         ours.norm2 = LayerNorm.from_torch(layer.norm2)
         ours.norm3 = LayerNorm.from_torch(layer.norm3)
         _copy_feed_forward(ours.ff, layer)
-        return ours.to(dtype=dtype, device=device)
+        return ours.to(dtype=w.dtype, device=w.device)
