@@ -84,15 +84,12 @@ class GRULanguageModel(nn.Module):
         return (logits, state) if return_state else logits
 
     @torch.no_grad()
-    def generate(
-        self,
-        input_ids: Tensor,
-        max_new_tokens: int,
-        temperature: float = 1.0,
-        top_k: int | None = None,
-        generator: torch.Generator | None = None,
-    ) -> Tensor:
-        """Append ``max_new_tokens`` sampled tokens; arguments as :meth:`DecoderOnlyTransformer.generate`.
+    def generate(self, input_ids: Tensor, max_new_tokens: int, **sampling) -> Tensor:
+        """Append ``max_new_tokens`` sampled tokens, carrying the GRU state from step to step.
+
+        Args:
+            input_ids, max_new_tokens: as :meth:`DecoderOnlyTransformer.generate`.
+            **sampling: ``temperature``, ``top_k``, ``generator``, as :func:`sample_next_token`.
 
         Returns:
             ``(B, L + max_new_tokens)`` int64.
@@ -102,6 +99,6 @@ class GRULanguageModel(nn.Module):
             tokens, feed, state = input_ids, input_ids, None
             for _ in range(max_new_tokens):
                 logits, state = self(feed, state, return_state=True)
-                feed = sample_next_token(logits[:, -1], temperature, top_k, generator)  # (B, 1)
+                feed = sample_next_token(logits[:, -1], **sampling)  # (B, 1)
                 tokens = torch.cat((tokens, feed), dim=1)
         return tokens

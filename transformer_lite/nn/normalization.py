@@ -45,6 +45,16 @@ class _Norm(nn.Module):
     def extra_repr(self) -> str:
         return f"{self.d_model}, eps={self.eps}"
 
+    @classmethod
+    def _check_torch(cls, m: nn.Module, expected: type) -> None:
+        """Raise ``ValueError`` unless ``m`` is an ``expected`` (torch norm) over one dimension."""
+        if not isinstance(m, expected) or len(m.normalized_shape) != 1:
+            shape = getattr(m, "normalized_shape", None)
+            raise ValueError(
+                f"{cls.__name__}.from_torch: expected nn.{expected.__name__} over one dimension "
+                f"(d_model,), received {type(m).__name__} with normalized_shape {shape}"
+            )
+
 
 class LayerNorm(_Norm):
     """Layer normalization over the last (feature) dimension.
@@ -93,12 +103,7 @@ class LayerNorm(_Norm):
         Raises:
             ValueError: if ``m`` is not an ``nn.LayerNorm`` or normalizes over more than one dimension.
         """
-        if not isinstance(m, nn.LayerNorm) or len(m.normalized_shape) != 1:
-            shape = getattr(m, "normalized_shape", None)
-            raise ValueError(
-                f"LayerNorm.from_torch: expected nn.LayerNorm over one dimension (d_model,), "
-                f"received {type(m).__name__} with normalized_shape {shape}"
-            )
+        cls._check_torch(m, nn.LayerNorm)
         ours = cls(m.normalized_shape[0], eps=m.eps)
         ref = m.weight if m.weight is not None else m.bias
         if ref is not None:
@@ -149,12 +154,7 @@ class RMSNorm(_Norm):
         Raises:
             ValueError: if ``m`` is not an ``nn.RMSNorm`` or normalizes over more than one dimension.
         """
-        if not isinstance(m, nn.RMSNorm) or len(m.normalized_shape) != 1:
-            shape = getattr(m, "normalized_shape", None)
-            raise ValueError(
-                f"RMSNorm.from_torch: expected nn.RMSNorm over one dimension (d_model,), "
-                f"received {type(m).__name__} with normalized_shape {shape}"
-            )
+        cls._check_torch(m, nn.RMSNorm)
         dtype = m.weight.dtype if m.weight is not None else torch.get_default_dtype()
         eps = m.eps if m.eps is not None else torch.finfo(dtype).eps
         ours = cls(m.normalized_shape[0], eps=eps)
