@@ -1,6 +1,7 @@
 """Helpers and set-up shared by the tests.
 
 - ``close``, ``F64``, ``rand``: the float64 comparisons that most oracle tests make.
+- ``gradcheck_module``: gradcheck of a block's output in its inputs and all its parameters.
 - ``torch_encoder_layer``/``torch_decoder_layer``: torch's layers with non-trivial biases and norm
   parameters, the oracles of the blocks' ``from_torch`` (copying a parameter wrongly must show).
 - The ``slow`` marker (set in the root ``conftest.py`` for notebooks, browser and student-edition
@@ -38,6 +39,21 @@ def close(actual, expected, atol=1e-12, rtol=1e-10, msg=None) -> None:
 def rand(*shape, seed=0, dtype=F64) -> torch.Tensor:
     """A standard-normal tensor from its own seeded generator (the global seed is left alone)."""
     return torch.randn(*shape, dtype=dtype, generator=torch.Generator().manual_seed(seed))
+
+
+def gradcheck_module(module: nn.Module, inputs, kwargs=None, fast_mode=False) -> bool:
+    """``torch.autograd.gradcheck`` of ``module(*inputs, **kwargs)[0]`` in the inputs and every parameter."""
+    names = [n for n, _ in module.named_parameters()]
+    params = [p.detach().clone().requires_grad_() for p in module.parameters()]
+    inputs = [t.detach().clone().requires_grad_() for t in inputs]
+    n = len(inputs)
+
+    def f(*args):
+        return torch.func.functional_call(
+            module, dict(zip(names, args[n:])), args[:n], kwargs or {}
+        )[0]
+
+    return torch.autograd.gradcheck(f, (*inputs, *params), fast_mode=fast_mode)
 
 
 def _nontrivial(layer: nn.Module) -> nn.Module:

@@ -16,8 +16,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from tests.conftest import F64, close, rand, torch_encoder_layer
-from transformer_lite import TransformerBlock, causal_mask, padding_mask
+from tests.conftest import F64, close, gradcheck_module, rand, torch_encoder_layer
+from transformer_lite import DecoderBlock, TransformerBlock, causal_mask, padding_mask
 
 D, H, D_FF = 8, 2, 16
 
@@ -146,18 +146,19 @@ def test_block_norm_orders_written_out():
 
 
 @pytest.mark.parametrize("norm_first", [False, True], ids=["post-norm", "pre-norm"])
-def test_block_gradcheck(norm_first):
-    torch.manual_seed(5)
-    blk = TransformerBlock(4, 2, 6, activation="gelu", norm_first=norm_first).to(F64).eval()
-    names = [n for n, _ in blk.named_parameters()]
-    params = tuple(p.detach().clone().requires_grad_() for p in blk.parameters())
-    x = rand(2, 3, 4, seed=5).requires_grad_()
-    mask = torch.tensor([[True, True, False], [True, True, True], [False, True, True]])
-
-    def f(x, *ps):
-        return torch.func.functional_call(blk, dict(zip(names, ps)), (x,), {"attn_mask": mask})[0]
-
-    assert torch.autograd.gradcheck(f, (x, *params))
+@pytest.mark.parametrize("kind", ["encoder", "decoder"])
+def test_gradcheck(kind, norm_first):
+    """Both blocks, in their inputs and every parameter, with a mask (the decoder's on the memory)."""
+    torch.manual_seed(5 if kind == "encoder" else 7)
+    if kind == "encoder":
+        blk = TransformerBlock(4, 2, 6, activation="gelu", norm_first=norm_first).to(F64).eval()
+        mask = torch.tensor([[True, True, False], [True, True, True], [False, True, True]])
+        assert gradcheck_module(blk, (rand(2, 3, 4, seed=5),), {"attn_mask": mask})
+    else:
+        blk = DecoderBlock(4, 2, 6, activation="gelu", norm_first=norm_first).to(F64).eval()
+        inputs = (rand(2, 3, 4, seed=7), rand(2, 2, 4, seed=8))
+        kwargs = {"memory_mask": padding_mask(torch.tensor([[1, 1], [1, 0]])), "is_causal": True}
+        assert gradcheck_module(blk, inputs, kwargs, fast_mode=True)
 
 
 def test_block_gradients_match_torch():
@@ -183,41 +184,47 @@ def test_block_dropout_train_differs_from_eval():
     assert torch.equal(blk0.train()(x)[0], blk0.eval()(x)[0])
 
 
+# Both blocks read a torch layer through one helper; each error is checked for both.
+TWINS = {
+    "encoder": (TransformerBlock, nn.TransformerEncoderLayer, nn.TransformerDecoderLayer),
+    "decoder": (DecoderBlock, nn.TransformerDecoderLayer, nn.TransformerEncoderLayer),
+}
+
+
+@pytest.mark.parametrize("twin", list(TWINS))
+def test_from_torch_rejects_wrong_type(twin):
+    ours, torch_cls, other = TWINS[twin]
+    for bad in (nn.Linear(4, 4), other(8, 2, batch_first=True)):
+        with pytest.raises(
+            ValueError,
+            match=rf"{ours.__name__}.from_torch: expected nn.{torch_cls.__name__}, "
+            rf"received {type(bad).__name__}",
+        ):
+            ours.from_torch(bad)
+
+
+@pytest.mark.parametrize("twin", list(TWINS))
 @pytest.mark.parametrize(
-    "bad", [nn.Linear(4, 4), nn.TransformerDecoderLayer(8, 2, batch_first=True)]
+    "activation,pattern",
+    [
+        (torch.tanh, r"received <built-in method tanh"),
+        # nn.GELU(approximate="tanh") is a different function from the exact GELU we compute.
+        (nn.GELU(approximate="tanh"), r"received GELU\(approximate='tanh'\)"),
+    ],
+    ids=["tanh", "tanh-gelu"],
 )
-def test_block_from_torch_rejects_wrong_type(bad):
-    with pytest.raises(
-        ValueError, match=rf"expected nn.TransformerEncoderLayer, received {type(bad).__name__}"
-    ):
-        TransformerBlock.from_torch(bad)
+def test_from_torch_rejects_other_activations(twin, activation, pattern):
+    ours, torch_cls, _ = TWINS[twin]
+    layer = torch_cls(8, 2, 16, activation=activation, batch_first=True)
+    with pytest.raises(ValueError, match=r"expected a ReLU or exact GELU activation, " + pattern):
+        ours.from_torch(layer)
 
 
-def test_block_from_torch_rejects_other_activation():
-    layer = nn.TransformerEncoderLayer(8, 2, 16, activation=torch.tanh, batch_first=True)
-    with pytest.raises(
-        ValueError,
-        match=r"expected a ReLU or exact GELU activation, received <built-in method tanh",
-    ):
-        TransformerBlock.from_torch(layer)
-
-
-def test_block_from_torch_rejects_tanh_approximate_gelu():
-    # nn.GELU(approximate="tanh") is a different function from the exact GELU our block computes.
-    layer = nn.TransformerEncoderLayer(
-        8, 2, 16, activation=nn.GELU(approximate="tanh"), batch_first=True
-    )
-    with pytest.raises(
-        ValueError,
-        match=r"expected a ReLU or exact GELU activation, received GELU\(approximate='tanh'\)",
-    ):
-        TransformerBlock.from_torch(layer)
-
-
-def test_block_from_torch_rejects_bias_false():
-    layer = nn.TransformerEncoderLayer(8, 2, 16, bias=False, batch_first=True)
+@pytest.mark.parametrize("twin", list(TWINS))
+def test_from_torch_rejects_bias_false(twin):
+    ours, torch_cls, _ = TWINS[twin]
     with pytest.raises(ValueError, match=r"bias=False are not supported"):
-        TransformerBlock.from_torch(layer)
+        ours.from_torch(torch_cls(8, 2, 16, bias=False, batch_first=True))
 
 
 def test_block_rejects_bad_input_shape():

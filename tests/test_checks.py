@@ -13,6 +13,7 @@ from torch import nn
 from tests.conftest import F64, close, rand
 from transformer_lite.checks import (
     check_last_dim,
+    check_nonnegative_int,
     check_positive_int,
     check_positive_sizes,
     check_token_ids,
@@ -66,6 +67,10 @@ def test_size_and_shape_checks():
             ValueError, match=rf"f: expected n to be a positive int, received {bad!r}"
         ):
             check_positive_int("f", "n", bad)
+    check_nonnegative_int("g", "k", 0)
+    for bad in (-1, 1.0, False, None):
+        with pytest.raises(ValueError, match=rf"g: expected an int k >= 0, received {bad!r}"):
+            check_nonnegative_int("g", "k", bad)
     check_positive_sizes("F", d_model=1, d_ff=2)
     with pytest.raises(ValueError, match="F: expected positive d_model and d_ff, received 4, 0"):
         check_positive_sizes("F", d_model=4, d_ff=0)

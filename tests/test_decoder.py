@@ -177,22 +177,7 @@ def test_norm_orders_written_out():
         )
 
 
-@pytest.mark.parametrize("norm_first", [False, True], ids=["post-norm", "pre-norm"])
-def test_gradcheck(norm_first):
-    torch.manual_seed(7)
-    blk = DecoderBlock(4, 2, 6, activation="gelu", norm_first=norm_first).to(F64).eval()
-    names = [n for n, _ in blk.named_parameters()]
-    params = tuple(p.detach().clone().requires_grad_() for p in blk.parameters())
-    x = rand(2, 3, 4, seed=7).requires_grad_()
-    mem = rand(2, 2, 4, seed=8).requires_grad_()
-    mem_mask = padding_mask(torch.tensor([[1, 1], [1, 0]]))
-
-    def f(x, mem, *ps):
-        return torch.func.functional_call(
-            blk, dict(zip(names, ps)), (x, mem), {"memory_mask": mem_mask, "is_causal": True}
-        )[0]
-
-    assert torch.autograd.gradcheck(f, (x, mem, *params), fast_mode=True)
+# gradcheck: tests/test_block.py::test_gradcheck (both blocks).
 
 
 def test_gradients_match_torch():
@@ -240,30 +225,7 @@ def test_dropout_train_differs_from_eval():
 # --------------------------------------------------------------------------- errors
 
 
-@pytest.mark.parametrize(
-    "bad", [nn.Linear(4, 4), nn.TransformerEncoderLayer(8, 2, batch_first=True)]
-)
-def test_from_torch_rejects_wrong_type(bad):
-    with pytest.raises(
-        ValueError, match=rf"expected nn.TransformerDecoderLayer, received {type(bad).__name__}"
-    ):
-        DecoderBlock.from_torch(bad)
-
-
-def test_from_torch_rejects_tanh_gelu_other_activations_and_bias_false():
-    layer = nn.TransformerDecoderLayer(
-        8, 2, 16, activation=nn.GELU(approximate="tanh"), batch_first=True
-    )
-    with pytest.raises(
-        ValueError, match=r"ReLU or exact GELU activation, received GELU\(approximate='tanh'\)"
-    ):
-        DecoderBlock.from_torch(layer)
-    layer = nn.TransformerDecoderLayer(8, 2, 16, activation=torch.tanh, batch_first=True)
-    with pytest.raises(ValueError, match=r"received <built-in method tanh"):
-        DecoderBlock.from_torch(layer)
-    layer = nn.TransformerDecoderLayer(8, 2, 16, bias=False, batch_first=True)
-    with pytest.raises(ValueError, match="bias=False are not supported"):
-        DecoderBlock.from_torch(layer)
+# from_torch errors: tests/test_block.py (one helper reads both torch layers).
 
 
 def test_forward_rejects_bad_shapes():

@@ -1,10 +1,11 @@
-"""Tests for transformer_lite.models.decoder_only: the causal block, the decoder-only model, generation, the GRU baseline.
+"""Tests for transformer_lite.models.decoder_only: the block with a cache, the decoder-only model, generation, the GRU baseline.
 
 Oracles:
 
-* :class:`CausalTransformerBlock` against :class:`TransformerBlock` (itself tested
-  against ``nn.TransformerEncoderLayer``) with copied weights, ``is_causal=True``,
-  float64, pre- and post-norm, ReLU and GELU;
+* :class:`TransformerBlock` with grouped-query attention (``n_kv_heads == n_heads``) against
+  the same block with multi-head attention (itself tested against ``nn.TransformerEncoderLayer``):
+  the same seeded parameters, ``is_causal=True``, float64, pre- and post-norm, ReLU and GELU;
+  the cache continues the full sequence;
 * :class:`DecoderOnlyTransformer` against the same model assembled by hand from
   ``TransformerBlock`` s, a LayerNorm and the transposed embedding matrix;
 * generation with and without the key/value cache: the same tokens and logits
@@ -21,7 +22,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests.conftest import F64, close, small_decoder_only
-from transformer_lite import TransformerBlock
+from transformer_lite import (
+    GroupedQueryAttention,
+    MultiHeadAttention,
+    RotaryEmbedding,
+    TransformerBlock,
+    sinusoidal_positional_encoding,
+)
 from transformer_lite.models.decoder_only import (
     DecoderOnlyConfig,
     DecoderOnlyTransformer,
@@ -29,7 +36,6 @@ from transformer_lite.models.decoder_only import (
     sample_next_token,
 )
 from transformer_lite.models.recurrent_lm import GRULanguageModel
-from transformer_lite.nn.blocks import CausalTransformerBlock
 
 
 def tiny(seed=0, **overrides):
@@ -50,22 +56,61 @@ def randomize_norms(model):
 
 @pytest.mark.parametrize("activation", ["relu", "gelu"])
 @pytest.mark.parametrize("norm_first", [True, False], ids=["pre-norm", "post-norm"])
-def test_block_matches_transformer_block_without_cache(norm_first, activation):
+def test_grouped_query_block_matches_multi_head_block(norm_first, activation):
+    """n_kv_heads == n_heads: the same parameters, created in the same order, and the same output."""
+    kwargs = dict(activation=activation, norm_first=norm_first)
     torch.manual_seed(0)
-    ref = TransformerBlock(8, 2, 16, activation=activation, norm_first=norm_first).double().eval()
+    ref = TransformerBlock(8, 2, 16, **kwargs).double().eval()  # MultiHeadAttention
+    torch.manual_seed(0)
+    ours = TransformerBlock(8, 2, 16, n_kv_heads=2, **kwargs).double().eval()
+    assert isinstance(ref.self_attn, MultiHeadAttention)
+    assert isinstance(ours.self_attn, GroupedQueryAttention)
+    ref_sd, sd = ref.state_dict(), ours.state_dict()
+    assert list(sd) == list(ref_sd)  # same names, same order
+    assert all(torch.equal(sd[k], ref_sd[k]) for k in sd)  # same seeded values
     randomize_norms(ref)
-    ours = (
-        CausalTransformerBlock(8, 2, 16, activation=activation, norm_first=norm_first)
-        .double()
-        .eval()
-    )
-    ours.load_state_dict(ref.state_dict())  # same parameter names
+    ours.load_state_dict(ref.state_dict())
     x = torch.randn(3, 6, 8, dtype=F64)
-    y, weights, (k, v) = ours(x)
+    y, weights, (k, v) = ours(x, is_causal=True, use_cache=True)
     ref_y, ref_weights = ref(x, is_causal=True)
     close(y, ref_y)
     close(weights, ref_weights)
     assert k.shape == v.shape == (3, 2, 6, 4)
+    assert len(ours(x, is_causal=True)) == 2  # (y, weights) unless use_cache
+
+
+def test_block_cache_continues_the_full_sequence():
+    torch.manual_seed(1)
+    blk = TransformerBlock(8, 4, 16, n_kv_heads=2, norm_first=True).double().eval()
+    x = torch.randn(2, 7, 8, dtype=F64)
+    full, full_w = blk(x, is_causal=True)
+    y0, _, past = blk(x[:, :4], is_causal=True, use_cache=True)
+    y1, w1, (k, v) = blk(x[:, 4:], is_causal=True, past_kv=past, use_cache=True)
+    close(torch.cat((y0, y1), dim=1), full)
+    close(w1, full_w[:, :, 4:])
+    assert k.shape == (2, 2, 7, 2)
+
+
+def test_block_errors():
+    mha = TransformerBlock(8, 2, 16)
+    x = torch.zeros(1, 3, 8)
+    with pytest.raises(ValueError, match="key/value cache needs grouped-query attention"):
+        mha(x, use_cache=True)
+    with pytest.raises(ValueError, match="rotary embedding needs grouped-query attention"):
+        TransformerBlock(8, 2, 16, rotary=RotaryEmbedding(4))
+    with pytest.raises(ValueError, match="expected 'layernorm' or 'rmsnorm', received 'batchnorm'"):
+        TransformerBlock(8, 2, 16, norm="batchnorm")
+
+
+def test_sinusoidal_positions_match_the_table_and_add_nothing_to_the_state_dict():
+    model = tiny(positional="sinusoidal")
+    learned = tiny(positional="learned")
+    assert set(model.state_dict()) == set(learned.state_dict()) - {"position_embedding.weight"}
+    ids = torch.randint(0, 11, (2, 5), generator=torch.Generator().manual_seed(4))
+    table = sinusoidal_positional_encoding(24, 16)  # (max_len, D)
+    for offset in (0, 3):
+        expected = model.token_embedding(ids) + table[offset : offset + 5]
+        torch.testing.assert_close(model._embed(ids, offset), expected, atol=0, rtol=0)
 
 
 @pytest.mark.parametrize("norm_first", [True, False])

@@ -217,31 +217,38 @@ def test_feedforward_rejects_wrong_dim():
 # --------------------------------------------------------------------------- LearnedPositionalEmbedding
 
 
-def test_positional_embedding_returns_rows_offset_to_offset_plus_len():
+def test_positional_embedding_adds_rows_offset_to_offset_plus_len():
     torch.manual_seed(20)
     pe = LearnedPositionalEmbedding(10, 4)
-    assert torch.equal(pe(3), pe.weight[0:3])
-    assert torch.equal(pe(2, offset=7), pe.weight[7:9])
-    assert torch.equal(pe(10), pe.weight)
+    x = rand(2, 3, 4, seed=20, dtype=torch.float32)  # distinct rows: a wrong offset must show
+    table = pe.weight.detach()
+    assert torch.equal(pe(x), x + table[0:3])
+    assert torch.equal(pe(x[:, :2], offset=7), x[:, :2] + table[7:9])
+    assert torch.equal(pe(torch.zeros(1, 10, 4)), table[None])
 
 
 def test_positional_embedding_rejects_positions_past_max_len():
     pe = LearnedPositionalEmbedding(10, 4)
     with pytest.raises(
-        ValueError, match=r"positions up to 10 requested, but only max_len=10 positions \(0\.\.9\)"
+        ValueError, match=r"positions 0\.\.10 requested, but max_len=10 allows positions 0\.\.9"
     ):
-        pe(11)
-    with pytest.raises(ValueError, match=r"positions up to 11 requested, but only max_len=10"):
-        pe(4, offset=8)
+        pe(torch.zeros(1, 11, 4))
+    with pytest.raises(ValueError, match=r"positions 8\.\.11 requested, but max_len=10"):
+        pe(torch.zeros(1, 4, 4), offset=8)
 
 
 @pytest.mark.parametrize(
-    "seq_len,offset,pattern",
-    [(0, 0, r"received seq_len=0, offset=0"), (2, -1, r"received seq_len=2, offset=-1")],
+    "shape,offset,pattern",
+    [
+        ((2, 0, 4), 0, r"expected x of shape \(B, L >= 1, 4\), received \(2, 0, 4\)"),
+        ((2, 3, 5), 0, r"expected x of shape \(B, L >= 1, 4\), received \(2, 3, 5\)"),
+        ((3, 4), 0, r"received \(3, 4\)"),
+        ((1, 2, 4), -1, r"positions -1\.\.0 requested"),
+    ],
 )
-def test_positional_embedding_rejects_bad_arguments(seq_len, offset, pattern):
+def test_positional_embedding_rejects_bad_arguments(shape, offset, pattern):
     with pytest.raises(ValueError, match=pattern):
-        LearnedPositionalEmbedding(10, 4)(seq_len, offset=offset)
+        LearnedPositionalEmbedding(10, 4)(torch.zeros(shape), offset=offset)
 
 
 def test_positional_embedding_constructor_errors():

@@ -33,7 +33,7 @@ from .models.encoder_decoder import (
 )
 from .models.recurrent_lm import GRULanguageModel
 from .nn.attention import GroupedQueryAttention, MultiHeadAttention, scaled_dot_product_attention
-from .nn.blocks import CausalTransformerBlock, DecoderBlock, TransformerBlock
+from .nn.blocks import DecoderBlock, TransformerBlock
 from .nn.efficient_attention import memory_efficient_attention
 from .nn.feedforward import PositionwiseFeedForward, SwiGLUFeedForward
 from .nn.masks import bool_to_additive_mask, causal_mask, padding_mask
@@ -69,7 +69,7 @@ __all__ = [
     "relative_positions", "t5_relative_bucket", "T5RelativePositionBias", "ClippedRelativePositionBias",
     "alibi_slopes", "alibi_bias",
     "DecoderBlock", "RNN", "GRU", "memory_efficient_attention",
-    "RMSNorm", "SwiGLUFeedForward", "GroupedQueryAttention", "CausalTransformerBlock",
+    "RMSNorm", "SwiGLUFeedForward", "GroupedQueryAttention",
     # models
     "TransformerEncoder", "TransformerDecoder", "EncoderDecoderConfig", "EncoderDecoderTransformer",
     "greedy_decode", "DecoderOnlyConfig", "DecoderOnlyTransformer", "KVCache", "sample_next_token",

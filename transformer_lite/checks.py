@@ -15,6 +15,7 @@ from torch import Tensor, nn
 
 __all__ = [
     "check_positive_int",
+    "check_nonnegative_int",
     "check_positive_sizes",
     "check_last_dim",
     "check_token_ids",
@@ -35,6 +36,16 @@ def check_positive_int(owner: str, name: str, n) -> None:
     """
     if isinstance(n, bool) or not isinstance(n, int) or n < 1:
         raise ValueError(f"{owner}: expected {name} to be a positive int, received {n!r}")
+
+
+def check_nonnegative_int(owner: str, name: str, n) -> None:
+    """Raise ``ValueError`` unless ``n`` is an ``int`` (not a ``bool``) ``>= 0``, e.g. a number of new tokens.
+
+    Raises:
+        ValueError: ``"{owner}: expected an int {name} >= 0, received {n!r}"``.
+    """
+    if isinstance(n, bool) or not isinstance(n, int) or n < 0:
+        raise ValueError(f"{owner}: expected an int {name} >= 0, received {n!r}")
 
 
 def check_positive_sizes(owner: str, **sizes: int) -> None:

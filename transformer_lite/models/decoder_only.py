@@ -21,13 +21,13 @@ from dataclasses import asdict, dataclass
 import torch
 from torch import Tensor, nn
 
-from ..checks import check_token_ids, eval_mode
+from ..checks import check_nonnegative_int, check_token_ids, eval_mode
 from ..nn.attention import KVPair
-from ..nn.blocks import CausalTransformerBlock, make_norm
+from ..nn.blocks import TransformerBlock, make_norm
 from ..nn.positional import (
     LearnedPositionalEmbedding,
     RotaryEmbedding,
-    sinusoidal_positional_encoding,
+    SinusoidalPositionalEncoding,
 )
 
 __all__ = ["DecoderOnlyConfig", "KVCache", "DecoderOnlyTransformer", "sample_next_token"]
@@ -150,10 +150,12 @@ class DecoderOnlyTransformer(nn.Module):
         c = self.config = config
         d_head = c.d_model // c.n_heads
         self.token_embedding = nn.Embedding(c.vocab_size, c.d_model)
-        learned = c.positional == "learned"
-        self.position_embedding = (
-            LearnedPositionalEmbedding(c.max_len, c.d_model) if learned else None
-        )
+        if c.positional == "learned":
+            self.position_embedding = LearnedPositionalEmbedding(c.max_len, c.d_model)
+        elif c.positional == "sinusoidal":  # no parameters, no buffers: the state_dict is unchanged
+            self.position_embedding = SinusoidalPositionalEncoding(c.d_model, c.max_len)
+        else:  # rotary: nothing is added here; every attention layer rotates its queries and keys
+            self.position_embedding = None
         rotary = (
             RotaryEmbedding(d_head, c.rope_base, c.rope_interleaved)
             if c.positional == "rotary"
@@ -161,7 +163,7 @@ class DecoderOnlyTransformer(nn.Module):
         )
         self.embedding_dropout = nn.Dropout(c.dropout)
         self.blocks = nn.ModuleList(
-            CausalTransformerBlock(
+            TransformerBlock(
                 c.d_model,
                 c.n_heads,
                 c.d_ff,
@@ -169,7 +171,7 @@ class DecoderOnlyTransformer(nn.Module):
                 activation=c.activation,
                 norm_first=c.norm_first,
                 eps=c.eps,
-                n_kv_heads=c.n_kv_heads,
+                n_kv_heads=c.n_heads if c.n_kv_heads is None else c.n_kv_heads,
                 norm=c.norm,
                 bias=c.bias,
                 rotary=rotary,
@@ -197,15 +199,10 @@ class DecoderOnlyTransformer(nn.Module):
                 f"max_len={c.max_len} allows 0..{c.max_len - 1}"
             )
         x = self.token_embedding(input_ids)  # (B, L, D)
-        if c.positional == "learned":
-            x = x + self.position_embedding(L, offset=offset)  # (L, D) broadcast over B
-        elif c.positional == "sinusoidal":
-            x = (
-                x
-                + sinusoidal_positional_encoding(
-                    offset + L, c.d_model, dtype=x.dtype, device=x.device
-                )[offset:]
-            )
+        if self.position_embedding is not None:
+            x = self.position_embedding(
+                x, offset
+            )  # + the rows of positions offset .. offset + L - 1
         return self.embedding_dropout(x)
 
     def forward(
@@ -233,7 +230,8 @@ class DecoderOnlyTransformer(nn.Module):
         attentions = []
         for i, block in enumerate(self.blocks):
             past = cache.layers[i] if cache is not None and i < len(cache.layers) else None
-            x, weights, present = block(x, past_kv=past)  # (B, L, D), (B, H, L, S)
+            # (B, L, D), (B, H, L, S), this layer's keys and values
+            x, weights, present = block(x, is_causal=True, past_kv=past, use_cache=True)
             if cache is not None:
                 # replace (or append) this layer's keys and values
                 cache.layers[i : i + 1] = [present]
@@ -279,14 +277,7 @@ class DecoderOnlyTransformer(nn.Module):
                 with ``use_cache``, if ``L + max_new_tokens - 1 > max_len`` (every token fed
                 needs a position; the last new token is never fed).
         """
-        if (
-            isinstance(max_new_tokens, bool)
-            or not isinstance(max_new_tokens, int)
-            or max_new_tokens < 0
-        ):
-            raise ValueError(
-                f"generate: expected an int max_new_tokens >= 0, received {max_new_tokens!r}"
-            )
+        check_nonnegative_int("generate", "max_new_tokens", max_new_tokens)
         if (
             use_cache
             and input_ids.dim() == 2

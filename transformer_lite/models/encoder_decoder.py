@@ -40,13 +40,6 @@ __all__ = [
 ]
 
 
-def _final_norm(
-    d_model: int, eps: float, norm_first: bool, final_norm: bool | None
-) -> LayerNorm | None:
-    use = norm_first if final_norm is None else final_norm
-    return LayerNorm(d_model, eps=eps) if use else None
-
-
 class _Stack(nn.Module):
     """``n_layers`` equal blocks and a final LayerNorm: what the encoder and the decoder stacks share."""
 
@@ -58,20 +51,17 @@ class _Stack(nn.Module):
         d_model: int,
         n_heads: int,
         d_ff: int,
-        dropout: float = 0.0,
-        activation: str = "relu",
-        norm_first: bool = False,
-        eps: float = 1e-5,
         final_norm: bool | None = None,
+        **options,
     ) -> None:
         super().__init__()
         check_positive_int(type(self).__name__, "n_layers", n_layers)
-        self.norm_first = norm_first
         self.layers = nn.ModuleList(
-            self.block(d_model, n_heads, d_ff, dropout, activation, norm_first, eps)
-            for _ in range(n_layers)
+            self.block(d_model, n_heads, d_ff, **options) for _ in range(n_layers)
         )
-        self.norm = _final_norm(d_model, eps, norm_first, final_norm)
+        self.norm_first = self.layers[0].norm_first
+        use_norm = self.norm_first if final_norm is None else final_norm  # None: if pre-norm
+        self.norm = LayerNorm(d_model, eps=self.layers[0].norm1.eps) if use_norm else None
 
     @classmethod
     def _from_torch(cls, stack: nn.Module, expected: type) -> _Stack:
@@ -106,8 +96,9 @@ class TransformerEncoder(_Stack):
 
     Args:
         n_layers: number of blocks N.
-        d_model, n_heads, d_ff, dropout, activation, norm_first, eps: as
-            :class:`~transformer_lite.nn.blocks.TransformerBlock` (every block alike).
+        d_model, n_heads, d_ff: as :class:`~transformer_lite.nn.blocks.TransformerBlock`.
+        **options: ``dropout``, ``activation``, ``norm_first``, ``eps`` (and the others of
+            :class:`~transformer_lite.nn.blocks.TransformerBlock`), the same for every block.
         final_norm: whether a LayerNorm follows the last block. ``None``
             (default): only for a pre-norm stack (``norm_first=True``). ``True``
             always, as torch's ``nn.Transformer``; ``False`` never.
@@ -163,8 +154,9 @@ class TransformerDecoder(_Stack):
 
     Args:
         n_layers: number of blocks N.
-        d_model, n_heads, d_ff, dropout, activation, norm_first, eps: as
-            :class:`~transformer_lite.nn.blocks.DecoderBlock` (every block alike).
+        d_model, n_heads, d_ff: as :class:`~transformer_lite.nn.blocks.DecoderBlock`.
+        **options: ``dropout``, ``activation``, ``norm_first``, ``eps`` of
+            :class:`~transformer_lite.nn.blocks.DecoderBlock`, the same for every block.
         final_norm: as :class:`TransformerEncoder` (``None``: only if pre-norm).
 
     Attributes:

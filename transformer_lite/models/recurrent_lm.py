@@ -10,7 +10,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
-from ..checks import check_token_ids, eval_mode
+from ..checks import check_nonnegative_int, check_token_ids, eval_mode
 from .decoder_only import sample_next_token
 
 __all__ = ["GRULanguageModel"]
@@ -84,31 +84,21 @@ class GRULanguageModel(nn.Module):
         return (logits, state) if return_state else logits
 
     @torch.no_grad()
-    def generate(
-        self,
-        input_ids: Tensor,
-        max_new_tokens: int,
-        temperature: float = 1.0,
-        top_k: int | None = None,
-        generator: torch.Generator | None = None,
-    ) -> Tensor:
-        """Append ``max_new_tokens`` sampled tokens; arguments as :meth:`DecoderOnlyTransformer.generate`.
+    def generate(self, input_ids: Tensor, max_new_tokens: int, **sampling) -> Tensor:
+        """Append ``max_new_tokens`` sampled tokens, carrying the GRU state from step to step.
+
+        Args:
+            input_ids, max_new_tokens: as :meth:`DecoderOnlyTransformer.generate`.
+            **sampling: ``temperature``, ``top_k``, ``generator``, as :func:`sample_next_token`.
 
         Returns:
             ``(B, L + max_new_tokens)`` int64.
         """
-        if (
-            isinstance(max_new_tokens, bool)
-            or not isinstance(max_new_tokens, int)
-            or max_new_tokens < 0
-        ):
-            raise ValueError(
-                f"generate: expected an int max_new_tokens >= 0, received {max_new_tokens!r}"
-            )
+        check_nonnegative_int("generate", "max_new_tokens", max_new_tokens)
         with eval_mode(self):
             tokens, feed, state = input_ids, input_ids, None
             for _ in range(max_new_tokens):
                 logits, state = self(feed, state, return_state=True)
-                feed = sample_next_token(logits[:, -1], temperature, top_k, generator)  # (B, 1)
+                feed = sample_next_token(logits[:, -1], **sampling)  # (B, 1)
                 tokens = torch.cat((tokens, feed), dim=1)
         return tokens

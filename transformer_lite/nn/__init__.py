@@ -7,10 +7,10 @@
 - :mod:`.feedforward`: the position-wise network and SwiGLU;
 - :mod:`.positional`: sinusoidal, learned and rotary (RoPE) positions;
 - :mod:`.relative_position`: relative biases (Shaw et al., T5) and ALiBi;
-- :mod:`.blocks`: the residual sublayer and the blocks (encoder, GPT-style, decoder);
+- :mod:`.blocks`: the residual sublayer and the blocks (one for encoder and GPT-style, one decoder);
 - :mod:`.recurrent`: the RNN and GRU that chapter 6 compares with attention.
 
-A GPT-style block reads in :mod:`.blocks` (:class:`CausalTransformerBlock` and :func:`residual`),
+A GPT-style block reads in :mod:`.blocks` (:class:`TransformerBlock` and :func:`residual`),
 :mod:`.attention` (:class:`GroupedQueryAttention`) and :mod:`.feedforward`, with its norms in
 :mod:`.normalization`.
 """

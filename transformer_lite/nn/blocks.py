@@ -6,9 +6,9 @@ Xiong et al. (2020), "On Layer Normalization in the Transformer Architecture"
 (pre-norm: ``x + Sublayer(LayerNorm(x))``), used by GPT-2 and most recent LLMs.
 Every block below writes its sublayers through one function, :func:`residual`.
 
-The decoder-only (GPT-style) block, :class:`CausalTransformerBlock`: the same block
-with causal grouped-query self-attention, RMSNorm/SwiGLU options and a key/value cache
-(Radford et al., 2019; Touvron et al., 2023, Sec. 2.2).
+The decoder-only (GPT-style) block is the same :class:`TransformerBlock`, called with
+``is_causal=True``, with grouped-query self-attention, RMSNorm/SwiGLU options and a
+key/value cache (Radford et al., 2019; Touvron et al., 2023, Sec. 2.2).
 
 The decoder block of an encoder-decoder transformer: self-attention, cross-attention, feed-forward.
 
@@ -33,7 +33,9 @@ from .feedforward import PositionwiseFeedForward, SwiGLUFeedForward
 from .normalization import LayerNorm, RMSNorm
 from .positional import RotaryEmbedding
 
-__all__ = ["residual", "TransformerBlock", "CausalTransformerBlock", "DecoderBlock"]
+__all__ = ["residual", "TransformerBlock", "DecoderBlock"]
+
+_NORMS = {"layernorm": LayerNorm, "rmsnorm": RMSNorm}
 
 
 def residual(
@@ -82,8 +84,8 @@ def torch_activation_name(fn) -> str | None:
     return None
 
 
-def _check_torch_layer(owner: str, layer: nn.Module, expected: type) -> str:
-    """Validate a torch transformer layer for ``from_torch`` and return its activation's name."""
+def _torch_layer_options(owner: str, layer: nn.Module, expected: type) -> dict:
+    """Validate a torch transformer layer for ``from_torch`` and return our block's constructor arguments."""
     if not isinstance(layer, expected):
         raise ValueError(
             f"{owner}.from_torch: expected nn.{expected.__name__}, received {type(layer).__name__}"
@@ -96,7 +98,15 @@ def _check_torch_layer(owner: str, layer: nn.Module, expected: type) -> str:
         )
     if layer.linear1.bias is None:
         raise ValueError(f"{owner}.from_torch: layers built with bias=False are not supported")
-    return activation
+    return dict(
+        d_model=layer.self_attn.embed_dim,
+        n_heads=layer.self_attn.num_heads,
+        d_ff=layer.linear1.out_features,
+        dropout=layer.dropout.p,
+        activation=activation,
+        norm_first=layer.norm_first,
+        eps=layer.norm1.eps,
+    )
 
 
 def _copy_feed_forward(ff: PositionwiseFeedForward, layer: nn.Module) -> None:
@@ -112,12 +122,18 @@ def _copy_feed_forward(ff: PositionwiseFeedForward, layer: nn.Module) -> None:
 
 
 def make_norm(kind: str, d_model: int, eps: float) -> nn.Module:
-    """``RMSNorm`` if ``kind == "rmsnorm"``, else ``LayerNorm`` (the callers validate ``kind``)."""
-    return RMSNorm(d_model, eps=eps) if kind == "rmsnorm" else LayerNorm(d_model, eps=eps)
+    """``LayerNorm`` for ``kind="layernorm"``, ``RMSNorm`` for ``kind="rmsnorm"``.
+
+    Raises:
+        ValueError: for another ``kind``, or as the norm's constructor.
+    """
+    if kind not in _NORMS:
+        raise ValueError(f"make_norm: expected 'layernorm' or 'rmsnorm', received {kind!r}")
+    return _NORMS[kind](d_model, eps=eps)
 
 
 class TransformerBlock(nn.Module):
-    """One transformer encoder block (or a decoder-only block when used with ``is_causal=True``).
+    """One transformer block: self-attention and a feed-forward network, each in a residual connection.
 
     Post-norm (``norm_first=False``, the original Transformer and BERT)::
 
@@ -129,20 +145,38 @@ class TransformerBlock(nn.Module):
         x = x + dropout(self_attn(norm1(x)))
         x = x + dropout(ff(norm2(x)))
 
+    The same class is the encoder block (chapters 4 and 5, MiniLM) and, called with
+    ``is_causal=True``, the decoder-only block (chapter 8, SmolLM2; Radford et al., 2019;
+    Touvron et al., 2023, Sec. 2.2, for RMSNorm, SwiGLU and rotary positions).
+
+    The self-attention is a :class:`MultiHeadAttention` (called ``self_attn(q, k, v)``, as in
+    chapters 1 to 4) when ``n_kv_heads`` is ``None``, and a :class:`GroupedQueryAttention` with
+    ``n_kv_heads`` key/value heads otherwise; only the latter takes a rotary embedding and a
+    key/value cache. With ``n_kv_heads == n_heads`` the two have the same parameters (names,
+    shapes, creation order) and compute the same output.
+
     Args:
         d_model: model width D.
         n_heads: number of attention heads H (must divide ``d_model``).
         d_ff: hidden width of the feed-forward network.
         dropout: dropout on attention weights, in the feed-forward network and on each sublayer output.
-        activation: ``"relu"`` or ``"gelu"``.
+        activation: ``"relu"`` or ``"gelu"`` (:class:`PositionwiseFeedForward`), or ``"swiglu"``
+            (:class:`~transformer_lite.nn.feedforward.SwiGLUFeedForward`).
         norm_first: pre-norm if True, post-norm if False.
-        eps: LayerNorm epsilon.
+        eps: epsilon of the two norms.
+        n_kv_heads: ``None`` for multi-head attention, or the number of key/value heads
+            of grouped-query attention (must divide ``n_heads``).
+        norm: ``"layernorm"`` or ``"rmsnorm"``.
+        bias: biases in the attention projections and in SwiGLU (the ReLU/GELU network always has them).
+        rotary: a :class:`RotaryEmbedding` of width ``d_head`` for queries and keys, or ``None``
+            (needs ``n_kv_heads``).
 
     Attributes:
-        self_attn (MultiHeadAttention), ff (PositionwiseFeedForward), norm1, norm2 (LayerNorm).
+        self_attn (MultiHeadAttention or GroupedQueryAttention), ff, norm1, norm2.
 
     Raises:
-        ValueError: as :class:`MultiHeadAttention` and :class:`PositionwiseFeedForward`.
+        ValueError: for an unknown ``norm``, a ``rotary`` without ``n_kv_heads``, or as the
+            attention, feed-forward and norm modules.
     """
 
     def __init__(
@@ -154,40 +188,79 @@ class TransformerBlock(nn.Module):
         activation: str = "relu",
         norm_first: bool = False,
         eps: float = 1e-5,
+        n_kv_heads: int | None = None,
+        norm: str = "layernorm",
+        bias: bool = True,
+        rotary: RotaryEmbedding | None = None,
     ) -> None:
         super().__init__()
+        if rotary is not None and n_kv_heads is None:
+            raise ValueError(
+                "TransformerBlock: a rotary embedding needs grouped-query attention: expected "
+                "n_kv_heads (n_heads for ordinary multi-head attention), received None"
+            )
         self.norm_first = norm_first
-        self.self_attn = MultiHeadAttention(d_model, n_heads, dropout=dropout)
-        self.ff = PositionwiseFeedForward(d_model, d_ff, activation=activation, dropout=dropout)
-        self.norm1 = LayerNorm(d_model, eps=eps)
-        self.norm2 = LayerNorm(d_model, eps=eps)
+        if n_kv_heads is None:
+            self.self_attn = MultiHeadAttention(d_model, n_heads, dropout=dropout, bias=bias)
+        else:
+            self.self_attn = GroupedQueryAttention(
+                d_model, n_heads, n_kv_heads, dropout=dropout, bias=bias, rotary=rotary
+            )
+        if activation == "swiglu":
+            self.ff = SwiGLUFeedForward(d_model, d_ff, dropout=dropout, bias=bias)
+        else:
+            self.ff = PositionwiseFeedForward(d_model, d_ff, activation=activation, dropout=dropout)
+        self.norm1 = make_norm(norm, d_model, eps)
+        self.norm2 = make_norm(norm, d_model, eps)
         self.dropout1 = nn.Dropout(dropout)
         self.dropout2 = nn.Dropout(dropout)
 
     def forward(
-        self, x: Tensor, attn_mask: Tensor | None = None, is_causal: bool = False
-    ) -> tuple[Tensor, Tensor]:
+        self,
+        x: Tensor,
+        attn_mask: Tensor | None = None,
+        is_causal: bool = False,
+        past_kv: KVPair | None = None,
+        use_cache: bool = False,
+    ) -> tuple[Tensor, Tensor] | tuple[Tensor, Tensor, KVPair]:
         """Apply the block to ``x`` of shape ``(B, L, d_model)``.
 
         Args:
-            x: ``(B, L, d_model)``.
-            attn_mask: bool (``True`` = may attend) or float mask, as in :class:`MultiHeadAttention`.
-            is_causal: apply the causal mask.
+            x: ``(B, L, d_model)``; with ``past_kv``, the ``L`` new positions.
+            attn_mask: bool (``True`` = may attend) or float (added) mask, ``(L, S)``,
+                ``(B, L, S)`` or ``(B, H|1, L, S)``, as in the attention module.
+            is_causal: apply the causal mask (aligned bottom-right when keys are cached).
+            past_kv: cached ``(keys, values)`` of this block, each ``(B, n_kv_heads, S_past,
+                d_head)``, or ``None`` (grouped-query attention only).
+            use_cache: also return this block's keys and values for all ``S = S_past + L``
+                positions (grouped-query attention only).
 
         Returns:
-            ``(y, weights)``: ``y`` of shape ``(B, L, d_model)`` and the self-attention
-            weights ``(B, H, L, L)``.
+            ``(y, weights)``: ``y`` ``(B, L, d_model)`` and the self-attention weights
+            ``(B, H, L, S)``; with ``use_cache=True``, ``(y, weights, present_kv)``, the
+            keys and values to pass as ``past_kv`` at the next step (as Hugging Face's ``use_cache``).
 
         Raises:
-            ValueError: as :meth:`MultiHeadAttention.forward`.
+            ValueError: if ``past_kv`` or ``use_cache`` is given to a multi-head-attention
+                block, or as the attention module's ``forward``.
         """
+        grouped = isinstance(self.self_attn, GroupedQueryAttention)
+        if not grouped and (past_kv is not None or use_cache):
+            raise ValueError(
+                "TransformerBlock: a key/value cache needs grouped-query attention: build the "
+                "block with n_kv_heads"
+            )
 
-        def self_attention(h: Tensor) -> tuple[Tensor, Tensor]:
+        def self_attention(h: Tensor) -> tuple:
+            if grouped:
+                return self.self_attn(h, past_kv, attn_mask=attn_mask, is_causal=is_causal)
             return self.self_attn(h, h, h, attn_mask=attn_mask, is_causal=is_causal)
 
-        x, weights = residual(x, self_attention, self.norm1, self.dropout1, self.norm_first)
+        x, weights, *present = residual(
+            x, self_attention, self.norm1, self.dropout1, self.norm_first
+        )
         x = residual(x, self.ff, self.norm2, self.dropout2, self.norm_first)
-        return x, weights
+        return (x, weights, *present) if use_cache else (x, weights)
 
     @classmethod
     def from_torch(cls, layer: nn.TransformerEncoderLayer) -> TransformerBlock:
@@ -205,96 +278,15 @@ class TransformerBlock(nn.Module):
             ValueError: if ``layer`` is not an ``nn.TransformerEncoderLayer``, has an
                 activation other than ReLU or the exact GELU, or was built with ``bias=False``.
         """
-        activation = _check_torch_layer("TransformerBlock", layer, nn.TransformerEncoderLayer)
-        ours = cls(
-            layer.self_attn.embed_dim,
-            layer.self_attn.num_heads,
-            layer.linear1.out_features,
-            dropout=layer.dropout.p,
-            activation=activation,
-            norm_first=layer.norm_first,
-            eps=layer.norm1.eps,
-        )
-        # Cast before copying: load_state_dict copies into the existing (float32) parameters, which would round.
-        ours = ours.to(dtype=layer.linear1.weight.dtype, device=layer.linear1.weight.device)
+        options = _torch_layer_options("TransformerBlock", layer, nn.TransformerEncoderLayer)
+        w = layer.linear1.weight
+        # Cast before copying: copying float64 weights into float32 parameters would round them.
+        ours = cls(**options).to(dtype=w.dtype, device=w.device)
         ours.self_attn = MultiHeadAttention.from_torch(layer.self_attn)
         ours.norm1 = LayerNorm.from_torch(layer.norm1)
         ours.norm2 = LayerNorm.from_torch(layer.norm2)
         _copy_feed_forward(ours.ff, layer)
-        return ours.to(dtype=layer.linear1.weight.dtype, device=layer.linear1.weight.device)
-
-
-class CausalTransformerBlock(nn.Module):
-    """A decoder-only block: causal (grouped-query) self-attention and a feed-forward network,
-    each in a residual connection with a normalization, able to reuse cached keys and values.
-
-    Pre-norm (``norm_first=True``): ``x = x + attn(norm1(x)); x = x + ff(norm2(x))``.
-    Post-norm: ``x = norm1(x + attn(x)); x = norm2(x + ff(x))``. With LayerNorm,
-    ``n_kv_heads = n_heads``, no rotary embedding and a ReLU/GELU network it computes
-    the same as :class:`~transformer_lite.nn.blocks.TransformerBlock` called with
-    ``is_causal=True``, and its parameters have the same names.
-
-    Args:
-        d_model, n_heads, d_ff, dropout, norm_first, eps: as in :class:`TransformerBlock`.
-        activation: ``"relu"``, ``"gelu"`` (:class:`PositionwiseFeedForward`) or ``"swiglu"``
-            (:class:`~transformer_lite.nn.feedforward.SwiGLUFeedForward`).
-        n_kv_heads: key/value heads (``None`` = ``n_heads``).
-        norm: ``"layernorm"`` or ``"rmsnorm"``.
-        bias: biases in the projections.
-        rotary: a :class:`RotaryEmbedding` for queries and keys, or ``None``.
-
-    Raises:
-        ValueError: as :class:`GroupedQueryAttention` and the feed-forward networks.
-    """
-
-    def __init__(
-        self,
-        d_model: int,
-        n_heads: int,
-        d_ff: int,
-        dropout: float = 0.0,
-        activation: str = "gelu",
-        norm_first: bool = True,
-        eps: float = 1e-5,
-        n_kv_heads: int | None = None,
-        norm: str = "layernorm",
-        bias: bool = True,
-        rotary: RotaryEmbedding | None = None,
-    ) -> None:
-        super().__init__()
-        self.norm_first = norm_first
-        self.self_attn = GroupedQueryAttention(
-            d_model, n_heads, n_kv_heads, dropout=dropout, bias=bias, rotary=rotary
-        )
-        if activation == "swiglu":
-            self.ff = SwiGLUFeedForward(d_model, d_ff, dropout=dropout, bias=bias)
-        else:
-            self.ff = PositionwiseFeedForward(d_model, d_ff, activation=activation, dropout=dropout)
-        self.norm1 = make_norm(norm, d_model, eps)
-        self.norm2 = make_norm(norm, d_model, eps)
-        self.dropout1 = nn.Dropout(dropout)
-        self.dropout2 = nn.Dropout(dropout)
-
-    def forward(self, x: Tensor, past_kv: KVPair | None = None) -> tuple[Tensor, Tensor, KVPair]:
-        """Apply the block to the new positions ``x`` ``(B, L, d_model)``.
-
-        Args:
-            x: ``(B, L, d_model)``.
-            past_kv: cached ``(keys, values)`` of this layer, each ``(B, n_kv_heads, S_past, d_head)``, or ``None``.
-
-        Returns:
-            ``(y, weights, present_kv)``: ``y`` ``(B, L, d_model)``, attention weights
-            ``(B, H, L, S_past + L)``, and this layer's keys and values for all positions.
-        """
-
-        def self_attention(h: Tensor) -> tuple[Tensor, Tensor, KVPair]:
-            return self.self_attn(h, past_kv=past_kv, is_causal=True)
-
-        x, weights, present = residual(
-            x, self_attention, self.norm1, self.dropout1, self.norm_first
-        )
-        x = residual(x, self.ff, self.norm2, self.dropout2, self.norm_first)
-        return x, weights, present
+        return ours.to(dtype=w.dtype, device=w.device)
 
 
 class DecoderBlock(nn.Module):
@@ -318,13 +310,8 @@ class DecoderBlock(nn.Module):
     pre-norm model the encoder stack's final LayerNorm has already normalized it).
 
     Args:
-        d_model: model width D.
-        n_heads: number of attention heads H (must divide ``d_model``).
-        d_ff: hidden width of the feed-forward network.
-        dropout: dropout on attention weights, in the feed-forward network and on each sublayer output.
+        d_model, n_heads, d_ff, dropout, norm_first, eps: as :class:`TransformerBlock`.
         activation: ``"relu"`` or ``"gelu"`` (exact GELU).
-        norm_first: pre-norm if True, post-norm if False.
-        eps: LayerNorm epsilon.
 
     Attributes:
         self_attn, cross_attn (MultiHeadAttention), ff (PositionwiseFeedForward), norm1, norm2, norm3 (LayerNorm).
@@ -435,23 +422,14 @@ class DecoderBlock(nn.Module):
                 ``F.relu``/``F.gelu``, ``nn.ReLU()``/``nn.GELU()``; not
                 ``nn.GELU(approximate="tanh")``), or it was built with ``bias=False``.
         """
-        activation = _check_torch_layer("DecoderBlock", layer, nn.TransformerDecoderLayer)
-        dtype, device = layer.linear1.weight.dtype, layer.linear1.weight.device
-        ours = cls(
-            layer.self_attn.embed_dim,
-            layer.self_attn.num_heads,
-            layer.linear1.out_features,
-            dropout=layer.dropout.p,
-            activation=activation,
-            norm_first=layer.norm_first,
-            eps=layer.norm1.eps,
-        )
+        options = _torch_layer_options("DecoderBlock", layer, nn.TransformerDecoderLayer)
+        w = layer.linear1.weight
         # Cast before copying: copying float64 weights into float32 parameters would round them.
-        ours = ours.to(dtype=dtype, device=device)
+        ours = cls(**options).to(dtype=w.dtype, device=w.device)
         ours.self_attn = MultiHeadAttention.from_torch(layer.self_attn)
         ours.cross_attn = MultiHeadAttention.from_torch(layer.multihead_attn)
         ours.norm1 = LayerNorm.from_torch(layer.norm1)
         ours.norm2 = LayerNorm.from_torch(layer.norm2)
         ours.norm3 = LayerNorm.from_torch(layer.norm3)
         _copy_feed_forward(ours.ff, layer)
-        return ours.to(dtype=dtype, device=device)
+        return ours.to(dtype=w.dtype, device=w.device)

@@ -29,14 +29,34 @@ from ..checks import check_last_dim
 __all__ = ["LayerNorm", "RMSNorm"]
 
 
-def _check_init(owner: str, d_model: int, eps: float) -> None:
-    if d_model < 1 or eps < 0:
-        raise ValueError(
-            f"{owner}: expected d_model >= 1 and eps >= 0, received d_model={d_model}, eps={eps}"
-        )
+class _Norm(nn.Module):
+    """What LayerNorm and RMSNorm share: the width ``d_model``, ``eps``, a gain ``weight`` initialised to 1."""
+
+    def __init__(self, d_model: int, eps: float) -> None:
+        super().__init__()
+        if d_model < 1 or eps < 0:
+            raise ValueError(
+                f"{type(self).__name__}: expected d_model >= 1 and eps >= 0, "
+                f"received d_model={d_model}, eps={eps}"
+            )
+        self.d_model, self.eps = d_model, eps
+        self.weight = nn.Parameter(torch.ones(d_model))
+
+    def extra_repr(self) -> str:
+        return f"{self.d_model}, eps={self.eps}"
+
+    @classmethod
+    def _check_torch(cls, m: nn.Module, expected: type) -> None:
+        """Raise ``ValueError`` unless ``m`` is an ``expected`` (torch norm) over one dimension."""
+        if not isinstance(m, expected) or len(m.normalized_shape) != 1:
+            shape = getattr(m, "normalized_shape", None)
+            raise ValueError(
+                f"{cls.__name__}.from_torch: expected nn.{expected.__name__} over one dimension "
+                f"(d_model,), received {type(m).__name__} with normalized_shape {shape}"
+            )
 
 
-class LayerNorm(nn.Module):
+class LayerNorm(_Norm):
     """Layer normalization over the last (feature) dimension.
 
     ``y = (x - mean) / sqrt(var + eps) * weight + bias`` where ``mean`` and the
@@ -54,14 +74,11 @@ class LayerNorm(nn.Module):
         bias: ``(d_model,)`` learned shift, initialised to 0.
 
     Raises:
-        ValueError: if ``d_model`` is not positive or ``eps`` is negative.
+        ValueError: as :class:`LayerNorm`.
     """
 
     def __init__(self, d_model: int, eps: float = 1e-5) -> None:
-        super().__init__()
-        _check_init("LayerNorm", d_model, eps)
-        self.d_model, self.eps = d_model, eps
-        self.weight = nn.Parameter(torch.ones(d_model))
+        super().__init__(d_model, eps)  # weight
         self.bias = nn.Parameter(torch.zeros(d_model))
 
     def forward(self, x: Tensor) -> Tensor:
@@ -76,9 +93,6 @@ class LayerNorm(nn.Module):
         x_hat = (x - mean) / torch.sqrt(var + self.eps)  # (..., D)
         return x_hat * self.weight + self.bias
 
-    def extra_repr(self) -> str:
-        return f"{self.d_model}, eps={self.eps}"
-
     @classmethod
     def from_torch(cls, m: nn.LayerNorm) -> LayerNorm:
         """Build a :class:`LayerNorm` equal to a ``torch.nn.LayerNorm`` over one dimension.
@@ -89,12 +103,7 @@ class LayerNorm(nn.Module):
         Raises:
             ValueError: if ``m`` is not an ``nn.LayerNorm`` or normalizes over more than one dimension.
         """
-        if not isinstance(m, nn.LayerNorm) or len(m.normalized_shape) != 1:
-            shape = getattr(m, "normalized_shape", None)
-            raise ValueError(
-                f"LayerNorm.from_torch: expected nn.LayerNorm over one dimension (d_model,), "
-                f"received {type(m).__name__} with normalized_shape {shape}"
-            )
+        cls._check_torch(m, nn.LayerNorm)
         ours = cls(m.normalized_shape[0], eps=m.eps)
         ref = m.weight if m.weight is not None else m.bias
         if ref is not None:
@@ -107,7 +116,7 @@ class LayerNorm(nn.Module):
         return ours
 
 
-class RMSNorm(nn.Module):
+class RMSNorm(_Norm):
     """RMS normalization over the last (feature) dimension, with a learned gain.
 
     ``y = x / sqrt(mean(x**2) + eps) * weight``, the mean taken over the
@@ -122,27 +131,17 @@ class RMSNorm(nn.Module):
         weight: ``(d_model,)`` learned gain ``g``, initialised to 1.
 
     Raises:
-        ValueError: if ``d_model`` is not positive or ``eps`` is negative.
+        ValueError: as :class:`LayerNorm`.
     """
 
     def __init__(self, d_model: int, eps: float = 1e-5) -> None:
-        super().__init__()
-        _check_init("RMSNorm", d_model, eps)
-        self.d_model, self.eps = d_model, eps
-        self.weight = nn.Parameter(torch.ones(d_model))
+        super().__init__(d_model, eps)  # weight
 
     def forward(self, x: Tensor) -> Tensor:
-        """Normalize ``x`` of shape ``(..., d_model)``; returns the same shape and dtype.
-
-        Raises:
-            ValueError: if the last dimension of ``x`` is not ``d_model``.
-        """
+        """Normalize ``x`` of shape ``(..., d_model)``; as :meth:`LayerNorm.forward`."""
         check_last_dim("RMSNorm", x, self.d_model)
         mean_square = (x * x).mean(dim=-1, keepdim=True)  # (..., 1)
         return x * torch.rsqrt(mean_square + self.eps) * self.weight  # (..., D)
-
-    def extra_repr(self) -> str:
-        return f"{self.d_model}, eps={self.eps}"
 
     @classmethod
     def from_torch(cls, m: nn.RMSNorm) -> RMSNorm:
@@ -155,12 +154,7 @@ class RMSNorm(nn.Module):
         Raises:
             ValueError: if ``m`` is not an ``nn.RMSNorm`` or normalizes over more than one dimension.
         """
-        if not isinstance(m, nn.RMSNorm) or len(m.normalized_shape) != 1:
-            shape = getattr(m, "normalized_shape", None)
-            raise ValueError(
-                f"RMSNorm.from_torch: expected nn.RMSNorm over one dimension (d_model,), "
-                f"received {type(m).__name__} with normalized_shape {shape}"
-            )
+        cls._check_torch(m, nn.RMSNorm)
         dtype = m.weight.dtype if m.weight is not None else torch.get_default_dtype()
         eps = m.eps if m.eps is not None else torch.finfo(dtype).eps
         ours = cls(m.normalized_shape[0], eps=eps)

@@ -18,7 +18,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
-from ..checks import check_positive_int
+from ..checks import check_positive_int, check_positive_sizes
 
 __all__ = [
     "rotation_frequencies",
@@ -198,7 +198,11 @@ class SinusoidalPositionalEncoding(nn.Module):
 
 
 class LearnedPositionalEmbedding(nn.Module):
-    """A learned vector per absolute position ``0 .. max_len - 1``.
+    """A learned vector per absolute position ``0 .. max_len - 1``, added to the embeddings.
+
+    Source: Devlin et al. (2019), Sec. 3.2 (BERT), and Radford et al. (2019) (GPT-2): one
+    trained vector per position instead of a formula. Called as
+    :class:`SinusoidalPositionalEncoding` and :class:`RotaryEmbedding` are: ``forward(x, offset)``.
 
     Args:
         max_len: number of positions with a learned vector.
@@ -213,39 +217,37 @@ class LearnedPositionalEmbedding(nn.Module):
 
     def __init__(self, max_len: int, d_model: int) -> None:
         super().__init__()
-        if max_len < 1 or d_model < 1:
-            raise ValueError(
-                f"LearnedPositionalEmbedding: expected positive max_len and d_model, "
-                f"received {max_len}, {d_model}"
-            )
+        check_positive_sizes("LearnedPositionalEmbedding", max_len=max_len, d_model=d_model)
         self.max_len, self.d_model = max_len, d_model
         self.weight = nn.Parameter(torch.randn(max_len, d_model) * 0.02)
 
-    def forward(self, seq_len: int, offset: int = 0) -> Tensor:
-        """Embeddings of positions ``offset .. offset + seq_len - 1``.
+    def forward(self, x: Tensor, offset: int = 0) -> Tensor:
+        """Return ``x + weight[offset : offset + L]``.
 
         Args:
-            seq_len: number of positions L.
-            offset: first position (e.g. the number of cached tokens when decoding).
+            x: ``(B, L, d_model)`` embeddings.
+            offset: absolute position of the first row of ``x`` (e.g. the number of cached
+                tokens when decoding).
 
         Returns:
-            ``(seq_len, d_model)`` tensor, to be added to token embeddings ``(B, L, D)`` by broadcasting.
+            ``(B, L, d_model)``.
 
         Raises:
-            ValueError: if ``offset + seq_len > max_len`` (no embedding was learned
-                for those positions) or ``seq_len < 1`` or ``offset < 0``.
+            ValueError: if ``x`` is not ``(B, L, d_model)`` with ``L >= 1``, ``offset < 0``, or
+                ``offset + L > max_len`` (no vector was learned for those positions).
         """
-        if seq_len < 1 or offset < 0:
+        if x.dim() != 3 or x.shape[1] < 1 or x.shape[-1] != self.d_model:
             raise ValueError(
-                f"LearnedPositionalEmbedding: expected seq_len >= 1 and offset >= 0, "
-                f"received seq_len={seq_len}, offset={offset}"
+                f"LearnedPositionalEmbedding: expected x of shape (B, L >= 1, {self.d_model}), "
+                f"received {tuple(x.shape)}"
             )
-        if offset + seq_len > self.max_len:
+        L = x.shape[1]
+        if offset < 0 or offset + L > self.max_len:
             raise ValueError(
-                f"LearnedPositionalEmbedding: positions up to {offset + seq_len - 1} requested, but only "
-                f"max_len={self.max_len} positions (0..{self.max_len - 1}) have embeddings"
+                f"LearnedPositionalEmbedding: positions {offset}..{offset + L - 1} requested, but "
+                f"max_len={self.max_len} allows positions 0..{self.max_len - 1} only"
             )
-        return self.weight[offset : offset + seq_len]  # (L, D)
+        return x + self.weight[offset : offset + L]  # (L, D) broadcast over B
 
 
 def apply_rotary(

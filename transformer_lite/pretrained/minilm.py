@@ -149,11 +149,8 @@ class BertEncoder(nn.Module):
         if token_type_ids is None:
             token_type_ids = torch.zeros_like(input_ids)
         # (B, L, D)
-        x = (
-            self.token_embedding(input_ids)
-            + self.position_embedding(L)
-            + self.token_type_embedding(token_type_ids)
-        )
+        x = self.position_embedding(self.token_embedding(input_ids))  # token + position
+        x = x + self.token_type_embedding(token_type_ids)
         x = self.embedding_norm(x)
         mask = padding_mask(attention_mask) if attention_mask is not None else None  # (B, 1, 1, L)
         attentions = []
