@@ -21,6 +21,7 @@ from pathlib import Path
 
 import pytest
 import torch
+import torch.nn.functional as F
 from hypothesis import HealthCheck, settings
 from safetensors import safe_open
 from safetensors.torch import load_file
@@ -235,3 +236,29 @@ def assert_not_implemented(check, capsys, n_functions: int = 1) -> None:
 
     assert check(*[stub] * n_functions) is None
     assert f"{check.__name__}: not implemented yet" in capsys.readouterr().out
+
+
+def perturbed(make: Callable[[], nn.Module], seed: int, scale: float = 0.3) -> nn.Module:
+    """``make()`` in float64 and eval mode, every parameter moved by ``scale`` times N(0, 1) noise.
+
+    Seeds torch with ``seed`` before building, so the module and the noise are reproducible. Moving
+    the parameters away from their initial values (norm gains 1, biases 0) makes a test see a norm
+    or bias applied in the wrong place.
+    """
+    torch.manual_seed(seed)
+    module = make().to(F64).eval()
+    with torch.no_grad():
+        for p in module.parameters():
+            p.add_(scale * torch.randn_like(p))
+    return module
+
+
+# The ways a torch transformer layer can be given its activation (``from_torch`` must read each one).
+ACTIVATIONS = {
+    "relu-str": "relu",
+    "relu-fn": F.relu,
+    "relu-module": nn.ReLU(),
+    "gelu-str": "gelu",
+    "gelu-fn": F.gelu,
+    "gelu-module": nn.GELU(),
+}

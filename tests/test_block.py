@@ -13,10 +13,17 @@ of the two norm orders.
 
 import pytest
 import torch
-import torch.nn.functional as F
 from torch import nn
 
-from tests.conftest import F64, close, gradcheck_module, rand, torch_encoder_layer
+from tests.conftest import (
+    ACTIVATIONS,
+    F64,
+    close,
+    gradcheck_module,
+    perturbed,
+    rand,
+    torch_encoder_layer,
+)
 from transformer_lite import DecoderBlock, TransformerBlock, causal_mask, padding_mask
 
 D, H, D_FF = 8, 2, 16
@@ -26,14 +33,6 @@ def torch_layer(norm_first, activation, seed=0, eps=1e-5):
     return torch_encoder_layer(D, H, D_FF, norm_first, activation, seed=seed, eps=eps)
 
 
-ACTIVATIONS = {
-    "relu-str": "relu",
-    "relu-fn": F.relu,
-    "relu-module": nn.ReLU(),
-    "gelu-str": "gelu",
-    "gelu-fn": F.gelu,
-    "gelu-module": nn.GELU(),
-}
 MASKS = ["none", "causal", "padding", "causal+padding"]
 VALID = torch.tensor([[1, 1, 1, 1, 1], [1, 1, 1, 0, 0], [1, 1, 0, 0, 0]])
 
@@ -123,11 +122,7 @@ def test_block_norm_orders_written_out():
     """Post-norm: x = norm1(x + attn(x)); x = norm2(x + ff(x)). Pre-norm: x = x + attn(norm1(x)); x = x + ff(norm2(x))."""
     x = rand(2, 4, D, seed=4)
     for norm_first in (False, True):
-        torch.manual_seed(4)
-        blk = TransformerBlock(D, H, D_FF, norm_first=norm_first).to(F64).eval()
-        with torch.no_grad():
-            for p in blk.parameters():
-                p.add_(0.3 * torch.randn_like(p))
+        blk = perturbed(lambda: TransformerBlock(D, H, D_FF, norm_first=norm_first), seed=4)
 
         def attn(t):
             return blk.self_attn(t, t, t)[0]

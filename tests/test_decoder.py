@@ -13,10 +13,8 @@ against torch, causality, and every error path.
 
 import pytest
 import torch
-import torch.nn.functional as F
-from torch import nn
 
-from tests.conftest import F64, close, rand, torch_decoder_layer
+from tests.conftest import ACTIVATIONS, F64, close, perturbed, rand, torch_decoder_layer
 from transformer_lite import DecoderBlock, causal_mask, padding_mask
 
 D, H, D_FF = 8, 2, 16
@@ -27,14 +25,6 @@ def torch_layer(norm_first, activation="relu", seed=0, eps=1e-5, dtype=F64):
     return torch_decoder_layer(D, H, D_FF, norm_first, activation, seed=seed, eps=eps, dtype=dtype)
 
 
-ACTIVATIONS = {
-    "relu-str": "relu",
-    "relu-fn": F.relu,
-    "relu-module": nn.ReLU(),
-    "gelu-str": "gelu",
-    "gelu-fn": F.gelu,
-    "gelu-module": nn.GELU(),
-}
 MASKS = ["none", "causal", "causal+tgt_padding", "memory_padding", "all"]
 TGT_VALID = torch.tensor([[1, 1, 1, 1, 1], [1, 1, 1, 0, 0], [1, 1, 1, 1, 0]])  # (B, L)
 MEM_VALID = torch.tensor([[1, 1, 1, 1], [1, 1, 0, 0], [1, 0, 0, 0]])  # (B, S)
@@ -150,11 +140,7 @@ def test_norm_orders_written_out():
     """Post-norm: x = n1(x + sa(x)); x = n2(x + ca(x, m)); x = n3(x + ff(x)). Pre-norm: x = x + sa(n1 x); ..."""
     x, mem = rand(2, 4, D, seed=5), rand(2, 3, D, seed=6)
     for norm_first in (False, True):
-        torch.manual_seed(5)
-        blk = DecoderBlock(D, H, D_FF, norm_first=norm_first).to(F64).eval()
-        with torch.no_grad():
-            for p in blk.parameters():
-                p.add_(0.3 * torch.randn_like(p))
+        blk = perturbed(lambda: DecoderBlock(D, H, D_FF, norm_first=norm_first), seed=5)
 
         def sa(t):
             return blk.self_attn(t, t, t, is_causal=True)[0]
