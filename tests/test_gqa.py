@@ -92,6 +92,34 @@ def test_grouped_matches_repeat_interleave_reference(heads, rotary):
     )
 
 
+@pytest.mark.parametrize(
+    "shape", ["(L, S)", "(B, L, S)", "(B, 1, L, S)", "(B, H, L, S)", "(B, 1, 1, S)"]
+)
+@pytest.mark.parametrize("kind", ["bool", "float"])
+@pytest.mark.parametrize("is_causal", [False, True])
+def test_grouped_masks_of_every_shape_match_reference(shape, kind, is_causal):
+    # G = 3 query heads per key/value head, so every mask shape is laid out for the groups.
+    m = make_gqa(12, 6, 2, rotary=True)
+    B, L, H = 2, 4, 6
+    g = torch.Generator().manual_seed(3)
+    sizes = {"(L, S)": (L, L), "(B, L, S)": (B, L, L), "(B, 1, L, S)": (B, 1, L, L),
+             "(B, H, L, S)": (B, H, L, L), "(B, 1, 1, S)": (B, 1, 1, L)}[shape]  # fmt: skip
+    allowed = torch.rand(sizes, generator=g) > 0.3
+    allowed[..., 0] = True  # every query may see key 0: no row is empty
+    mask = allowed if kind == "bool" else torch.randn(sizes, generator=g, dtype=F64)
+    # the reference's mask (B, H, L, S): a 3-D mask is (B, L, S); the causal mask joins it
+    ref = mask[:, None] if shape == "(B, L, S)" else mask
+    ref = torch.zeros(B, H, L, L, dtype=F64) + (
+        ref if kind == "float" else torch.zeros(ref.shape, dtype=F64).masked_fill(~ref, -torch.inf)
+    )
+    if is_causal:
+        ref = ref.masked_fill(~causal_mask(L), -torch.inf)
+    x = torch.randn(B, L, 12, generator=g, dtype=F64)
+    out, weights, _ = m(x, attn_mask=mask, is_causal=is_causal)
+    close(out, reference(m, x, ref))
+    assert torch.all(weights.masked_select(torch.isneginf(ref)) == 0)
+
+
 def test_kv_heads_are_shared_by_consecutive_query_heads():
     # Only key/value head 1 differs between the two inputs' projections -> only query heads 2, 3 (of 4, G = 2) move.
     m = make_gqa(8, 4, 2)

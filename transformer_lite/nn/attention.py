@@ -201,6 +201,18 @@ def scaled_dot_product_attention(
         raise ValueError(
             f"scaled_dot_product_attention: expected 0 <= dropout_p < 1, received {dropout_p}"
         )
+    return _attention(query, key, value, attn_mask, is_causal, dropout_p)
+
+
+def _attention(
+    query: Tensor,
+    key: Tensor,
+    value: Tensor,
+    attn_mask: Tensor | None,
+    is_causal: bool,
+    dropout_p: float,
+) -> tuple[Tensor, Tensor]:
+    """The steps of :func:`scaled_dot_product_attention`, for callers whose inputs are checked."""
     in_dtype = query.dtype
     compute_dtype = torch.float32 if in_dtype in _HALF_DTYPES else in_dtype
     q, k, v = query.to(compute_dtype), key.to(compute_dtype), value.to(compute_dtype)
@@ -468,22 +480,53 @@ class GroupedQueryAttention(nn.Module):
                 )
         return past_k.shape[-2]
 
-    def _group_mask(self, attn_mask: Tensor | None) -> Tensor | None:
-        """Reshape a mask broadcastable to ``(B, H, L, S)`` so that it broadcasts to ``(B, H_kv, G, L, S)``."""
-        if attn_mask is None or attn_mask.dim() <= 2:
-            return attn_mask  # (L, S) broadcasts as it is
-        if attn_mask.dim() == 3:
-            return attn_mask[:, None, None]  # (B, L, S) -> (B, 1, 1, L, S)
-        if attn_mask.dim() == 4 and attn_mask.shape[1] == 1:
-            return attn_mask[:, None]  # (B, 1, L, S) -> (B, 1, 1, L, S)
-        if attn_mask.dim() == 4 and attn_mask.shape[1] == self.n_heads:
-            Bm, _, Lm, Sm = attn_mask.shape
-            # (B, H_kv, G, L, S)
-            return attn_mask.reshape(Bm, self.n_kv_heads, self.group_size, Lm, Sm)
-        raise ValueError(
-            f"GroupedQueryAttention: expected attn_mask of shape (L, S), (B, L, S), (B, 1, L, S) or "
-            f"(B, {self.n_heads}, L, S), received {tuple(attn_mask.shape)}"
-        )
+    def _fold_mask(
+        self,
+        attn_mask: Tensor | None,
+        is_causal: bool,
+        B: int,
+        L: int,
+        S: int,
+        device: torch.device,
+    ) -> Tensor | None:
+        """The mask of the ``H`` heads' ``L`` queries, folded like the queries: ``(B|1, H_kv|1, G*L|1, S|1)``.
+
+        Checks ``attn_mask`` (shapes as in :meth:`forward`), adds the causal mask (of ``L > 1``
+        queries: a single new query is the last position and may see every key), and lays the
+        mask out for the folded queries, whose row ``g * L + l`` is query ``l`` of head ``g`` of a
+        group. A float mask stays float, a bool mask bool, so the values are those the unfolded
+        attention would add. Returns ``None`` when nothing is masked.
+        """
+        H = self.n_heads
+        if attn_mask is not None:
+            dims = attn_mask.dim() if isinstance(attn_mask, Tensor) else 0
+            if dims > 4 or (dims == 4 and attn_mask.shape[1] not in (1, H)):
+                raise ValueError(
+                    f"GroupedQueryAttention: expected attn_mask of shape (L, S), (B, L, S), "
+                    f"(B, 1, L, S) or (B, {H}, L, S), received {tuple(attn_mask.shape)}"
+                )
+            if dims == 3:
+                attn_mask = attn_mask[:, None]  # (B, L, S) -> (B, 1, L, S): the same for every head
+            _check_mask(attn_mask, torch.Size((B, H)), L, S)
+            # (L, S) or fewer dimensions -> (1, 1, L|1, S|1)
+            attn_mask = attn_mask.reshape((1,) * (4 - attn_mask.dim()) + tuple(attn_mask.shape))
+        if is_causal and L > 1:
+            causal = causal_mask(L, S, device)  # (L, S), True = may attend
+            if attn_mask is None:
+                attn_mask = causal[None, None]  # (1, 1, L, S)
+            elif attn_mask.dtype == torch.bool:
+                attn_mask = attn_mask & causal  # (B|1, H|1, L, S)
+            else:
+                attn_mask = attn_mask.masked_fill(~causal, float("-inf"))  # (B|1, H|1, L, S)
+        if attn_mask is None:
+            return None
+        Bm, Hm, Lm, Sm = attn_mask.shape
+        G = self.group_size
+        if Hm == 1:  # one mask for every head: repeat its rows for the G heads of a group
+            # (B|1, 1, L, S) -> (B|1, 1, G*L, S); a mask of one row (Lm = 1) broadcasts as it is
+            return attn_mask.repeat(1, 1, G, 1) if Lm > 1 else attn_mask
+        # (B|1, H, L|1, S|1) -> (B|1, H, L, S|1) -> (B|1, H_kv, G*L, S|1): head h = h_kv * G + g
+        return attn_mask.expand(Bm, Hm, L, Sm).reshape(Bm, self.n_kv_heads, G * L, Sm)
 
     def forward(
         self,
@@ -527,21 +570,18 @@ class GroupedQueryAttention(nn.Module):
             k = _cat_time(past_kv[0], k)  # (B, H_kv, S, d_head)
             v = _cat_time(past_kv[1], v)  # (B, H_kv, S, d_head)
         S = k.shape[-2]
-        # Group the query heads: G of them share each key/value head. Broadcasting over
-        # the group axis replaces copying each key/value head G times.
-        q_grouped = q.reshape(B, H_kv, G, L, d_head)  # (B, H_kv, G, L, d_head)
+        # Fold the query heads of a group into the query axis: the G heads that share a
+        # key/value head become G*L rows against the same keys, one matrix product per
+        # key/value head (no key/value head is copied G times). Row g*L + l is query l of
+        # the group's head g.
+        q_folded = q.reshape(B, H_kv, G * L, d_head)  # (B, H, L, d_head) -> (B, H_kv, G*L, d_head)
+        mask = self._fold_mask(attn_mask, is_causal, B, L, S, x.device)  # (B|1, H_kv|1, G*L|1, S|1)
         p = self.dropout if self.training else 0.0
-        out, weights = scaled_dot_product_attention(
-            q_grouped,
-            k[:, :, None],
-            v[:, :, None],  # keys/values (B, H_kv, 1, S, d_head)
-            attn_mask=self._group_mask(attn_mask),
-            is_causal=is_causal,
-            dropout_p=p,
-        )
-        # (B, L, H*d_head)
+        # out (B, H_kv, G*L, d_head), weights (B, H_kv, G*L, S)
+        out, weights = _attention(q_folded, k, v, mask, False, p)
+        # (B, H_kv, G*L, d_head) -> (B, H, L, d_head) -> (B, L, H*d_head)
         out = out.reshape(B, H, L, d_head).transpose(1, 2).reshape(B, L, H * d_head)
-        weights = weights.reshape(B, H, L, S)  # (B, H_kv, G, L, S) -> (B, H, L, S)
+        weights = weights.reshape(B, H, L, S)  # (B, H_kv, G*L, S) -> (B, H, L, S)
         return self.out_proj(out), weights, (k, v)
 
     @classmethod

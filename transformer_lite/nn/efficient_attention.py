@@ -32,7 +32,6 @@ from .attention import check_attention_inputs
 __all__ = ["memory_efficient_attention"]
 
 _HALF_DTYPES = (torch.float16, torch.bfloat16)
-_NAME = "memory_efficient_attention"
 
 
 def _block_sizes(block_size: int | tuple[int, int]) -> tuple[int, int]:
@@ -45,6 +44,9 @@ def _block_sizes(block_size: int | tuple[int, int]) -> tuple[int, int]:
             f"(query block, key block), received {block_size!r}"
         )
     return sizes
+
+
+_NAME = "memory_efficient_attention"  # in the error messages, also those of _block_sizes
 
 
 def memory_efficient_attention(
