@@ -12,7 +12,9 @@ from torch import Tensor
 
 __all__ = ["show"]
 
-_DECIMALS = 4  # stored weights are rounded: smaller pages, and outputs that compare exactly across runs
+_DECIMALS = (
+    4  # stored weights are rounded: smaller pages, and outputs that compare exactly across runs
+)
 
 
 def _plotly():
@@ -48,7 +50,9 @@ def show(fig, div_id: str, alt: str) -> None:
     from IPython.display import display  # on first use: IPython is not a dependency of the package
 
     if not re.fullmatch(r"[A-Za-z][A-Za-z0-9_-]*", div_id or ""):
-        raise ValueError(f"show: expected an HTML id of letters, digits, '-' and '_', received {div_id!r}")
+        raise ValueError(
+            f"show: expected an HTML id of letters, digits, '-' and '_', received {div_id!r}"
+        )
     if not alt.strip():
         raise ValueError("show: expected a non-empty alt text describing the figure")
     import plotly.io as pio  # on first use, as in _plotly()
@@ -58,8 +62,12 @@ def show(fig, div_id: str, alt: str) -> None:
     # the stored notebook outputs depend on what else happens to be installed. Set for this call only.
     engine, pio.json.config.default_engine = pio.json.config.default_engine, "json"
     try:
-        html = fig.to_html(full_html=False, include_plotlyjs=False, div_id=div_id,
-                           config={"displaylogo": False, "responsive": True})
+        html = fig.to_html(
+            full_html=False,
+            include_plotlyjs=False,
+            div_id=div_id,
+            config={"displaylogo": False, "responsive": True},
+        )
     finally:
         pio.json.config.default_engine = engine
     html = f'<div role="figure" aria-label="{html_lib.escape(alt, quote=True)}">{html}</div>'
