@@ -78,7 +78,7 @@ sys.path.insert(
     0, str(Path(__file__).resolve().parent.parent)
 )  # this checkout's package, not an installed one
 
-from transformer_lite import scaled_dot_product_attention  # noqa: E402
+from transformer_lite import scaled_dot_product_attention
 
 HERE = Path(__file__).resolve().parent
 VARIANTS = ("ours", "bare", "bare_inplace", "torch_math", "torch_fused", "copy_LxL")

@@ -36,6 +36,7 @@ import statistics
 import subprocess
 import sys
 import time
+from functools import partial
 from pathlib import Path
 
 import torch
@@ -50,8 +51,8 @@ from transformer_lite import (
     MultiHeadAttention,
     memory_efficient_attention,
     scaled_dot_product_attention,
-)  # noqa: E402
-from transformer_lite.book.measure import peak_allocated_bytes  # noqa: E402
+)
+from transformer_lite.book.measure import peak_allocated_bytes
 
 HERE = Path(__file__).resolve().parent
 MIB = 2**20
@@ -407,12 +408,14 @@ def main(argv=None) -> None:
         bar.update()
 
         bar.set_postfix_str(f"L={L} module time")
+        # partial binds this length's x now; the `del x` below then frees it (a lambda would look x
+        # up when called, and after the del there is none)
         row["mha_all"] = run_times(
             {
-                "ours": lambda: ours_mha(x, x, x),
-                "torch_fast": lambda: torch_mha(x, x, x, need_weights=False),
-                "torch_weights": lambda: torch_mha(
-                    x, x, x, need_weights=True, average_attn_weights=False
+                "ours": partial(ours_mha, x, x, x),
+                "torch_fast": partial(torch_mha, x, x, x, need_weights=False),
+                "torch_weights": partial(
+                    torch_mha, x, x, x, need_weights=True, average_attn_weights=False
                 ),
             },
             n,

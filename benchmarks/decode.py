@@ -112,7 +112,7 @@ sys.path.insert(
     0, str(Path(__file__).resolve().parent.parent)
 )  # this checkout's package, not an installed one
 
-import transformer_lite as tl  # noqa: E402
+import transformer_lite as tl
 
 HERE = Path(__file__).resolve().parent
 TARGET_STEP_RATIO, TARGET_STEP_CONTEXT = 5.0, 512  # (a): full / cached at n = 512

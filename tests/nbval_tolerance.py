@@ -90,7 +90,7 @@ class Tolerance:
     image_fraction: float = IMAGE_FRACTION
 
     @classmethod
-    def from_metadata(cls, metadata: dict, where: str = "") -> "Tolerance":
+    def from_metadata(cls, metadata: dict, where: str = "") -> Tolerance:
         spec = dict(metadata.get("tolerance", {}))
         if not spec:
             return cls()

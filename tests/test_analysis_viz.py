@@ -21,15 +21,14 @@ import matplotlib
 
 matplotlib.use("Agg")
 
-import matplotlib.pyplot as plt  # noqa: E402
-from hypothesis import given, settings  # noqa: E402
-from hypothesis import strategies as st  # noqa: E402
-import numpy as np  # noqa: E402
-import pytest  # noqa: E402
-import torch  # noqa: E402
+import matplotlib.pyplot as plt
+import numpy as np
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-
-from transformer_lite import MultiHeadAttention, TransformerBlock, causal_mask  # noqa: E402
+from transformer_lite import MultiHeadAttention, TransformerBlock, causal_mask
 from transformer_lite.book.analysis import (
     attention_value_norms,
     key_score,
@@ -38,8 +37,8 @@ from transformer_lite.book.analysis import (
     previous_token_score,
     transformed_values,
 )
-from transformer_lite.nn.relative_position import alibi_bias  # noqa: E402
-from transformer_lite.book.viz import plot_attention, plot_head_grid, plot_mask, plot_score_bias  # noqa: E402
+from transformer_lite.book.viz import plot_attention, plot_head_grid, plot_mask, plot_score_bias
+from transformer_lite.nn.relative_position import alibi_bias
 
 # Rows = queries, columns = keys; each row sums to 1.
 #   main diagonal (offset 0):   1.0, 0.4, 0.2   -> mean 1.6 / 3

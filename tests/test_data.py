@@ -20,6 +20,7 @@ from transformer_lite.training.data import (
     random_batch,
 )
 
+# Verse lines end in two spaces, Markdown's hard line break (written \x20\x20: no editor strips them).
 MARKDOWN = """# Hamlet
 
 ## ACT I
@@ -28,14 +29,14 @@ MARKDOWN = """# Hamlet
 
 _FRANCISCO at his post. Enter to him BERNARDO_
 
-**BERNARDO**  
-Who's there?\\--nay, answer me: stand,  
+**BERNARDO**\x20\x20
+Who's there?\\--nay, answer me: stand,\x20\x20
 and unfold yourself.—Long live the king!
 
 
-**FRANCISCO**  
+**FRANCISCO**\x20\x20
 __\\[Aside]_ You come most carefully upon your hour.
-*[Exit.]*  
+*[Exit.]*\x20\x20
 """
 
 EXPECTED = """Hamlet

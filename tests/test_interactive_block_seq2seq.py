@@ -10,12 +10,12 @@ import matplotlib
 
 matplotlib.use("Agg")
 
-import matplotlib.pyplot as plt  # noqa: E402
-import pytest  # noqa: E402
-import torch  # noqa: E402
+import matplotlib.pyplot as plt
+import pytest
+import torch
 
-import transformer_lite as tl  # noqa: E402
-from transformer_lite.book import depth, interactive, viz  # noqa: E402
+import transformer_lite as tl
+from transformer_lite.book import depth, interactive, viz
 
 
 def _norms():

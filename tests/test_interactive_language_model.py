@@ -13,9 +13,9 @@ import pytest
 import torch
 
 from transformer_lite.book import interactive
-from transformer_lite.training.data import CharVocab
 from transformer_lite.models.decoder_only import DecoderOnlyConfig, DecoderOnlyTransformer
 from transformer_lite.models.recurrent_lm import GRULanguageModel
+from transformer_lite.training.data import CharVocab
 
 LOGITS = torch.log(
     torch.tensor([1.0, 2.0, 3.0, 4.0])

@@ -17,10 +17,9 @@ import numpy as np
 import pytest
 import torch
 
+from tests.conftest import F64
 from transformer_lite import alibi_bias, sinusoidal_positional_encoding
 from transformer_lite.book import interactive, viz
-
-from tests.conftest import F64
 
 
 @pytest.mark.parametrize("d_model, k", [(2, 1), (8, 3), (64, 17), (64, -5), (7, 4)])

@@ -29,7 +29,7 @@ from tests.nbval_tolerance import (
 )
 
 matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
+import matplotlib.pyplot as plt
 
 ROOT = Path(__file__).resolve().parents[1]
 TOL = Tolerance()

@@ -6,8 +6,6 @@ must give identical logits; the GRU parameter formula against a real module;
 ``python -m transformer_lite.training.train --help`` in a subprocess.
 """
 
-import copy
-import importlib.util
 import json
 import math
 import subprocess
@@ -25,8 +23,8 @@ from transformer_lite.training.train import (
     evaluate,
     gru_width_matching,
     learning_rate,
-    load_checkpoint,
     lm_loss,
+    load_checkpoint,
     main,
     save_checkpoint,
     train,
