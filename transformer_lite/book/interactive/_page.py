@@ -34,6 +34,23 @@ def _sig(values, digits: int = 4) -> list:
     return [float(f"{float(v):.{digits}g}") for v in values]
 
 
+def _slider(steps: list, prefix: str, pad: int, active: int = 0) -> dict:
+    """A slider over stored states: ``steps`` restyle the traces, ``prefix`` names the current value,
+    ``pad`` (pixels) keeps it below the axis labels, ``active`` is the step shown when the page opens."""
+    return dict(active=active, steps=steps, currentvalue=dict(prefix=prefix), pad=dict(t=pad))
+
+
+def _layout(fig, title: str | dict, height: int, **layout) -> None:
+    """What every figure's layout shares, then ``layout`` (margin, legend, sliders, ...) in order.
+
+    The title (a string, or plotly's title dict when it needs a font or a position), the white
+    template, a fixed height in pixels and a width that follows the page. The order of the
+    arguments is the order of the keys in the stored JSON, so it is kept as the figures had it.
+    """
+    title = dict(text=title) if isinstance(title, str) else title
+    fig.update_layout(title=title, template="plotly_white", height=height, autosize=True, **layout)
+
+
 def show(fig, div_id: str, alt: str) -> None:
     """Display ``fig`` in a notebook so that it works both in Jupyter and in the static book.
 

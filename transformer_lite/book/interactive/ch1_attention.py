@@ -9,7 +9,7 @@ from collections.abc import Sequence
 import torch
 from torch import Tensor
 
-from ._page import _plotly, _rounded
+from ._page import _layout, _plotly, _rounded, _slider
 
 __all__ = ["attention_layers_figure"]
 
@@ -89,19 +89,7 @@ def attention_layers_figure(
         )
         for layer in range(n_layers)
     ]
-    fig.update_layout(
-        title=dict(text=title),
-        template="plotly_white",
-        height=260 * n_rows + 160,
-        autosize=True,
-        margin=dict(l=90, r=30, t=90, b=100),
-        sliders=[
-            dict(
-                active=initial_layer,
-                steps=steps,
-                currentvalue=dict(prefix="layer "),
-                pad=dict(t=60),
-            )
-        ],
-    )
+    slider = _slider(steps, "layer ", pad=60, active=initial_layer)
+    margin = dict(l=90, r=30, t=90, b=100)
+    _layout(fig, title, 260 * n_rows + 160, margin=margin, sliders=[slider])
     return fig

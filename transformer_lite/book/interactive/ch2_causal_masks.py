@@ -9,7 +9,7 @@ from collections.abc import Sequence
 import torch
 
 from ...nn.masks import causal_mask
-from ._page import _plotly
+from ._page import _layout, _plotly, _slider
 
 __all__ = ["mask_alignment_figure", "mask_variants_figure"]
 
@@ -85,18 +85,11 @@ def mask_alignment_figure(L: int = 3, S_values: Sequence[int] = (3, 4, 5, 6, 7, 
     steps = [
         dict(method="restyle", label=str(S), args=[{"z": panels(S)}, [0, 1]]) for S in S_values
     ]
-    fig.update_layout(
-        title=dict(
-            text=f"{L} new queries, S keys: only bottom-right alignment lets the last query see every key"
-        ),
-        template="plotly_white",
-        height=330,
-        autosize=True,
-        margin=dict(l=80, r=110, t=80, b=40),
-        sliders=[
-            dict(active=0, steps=steps, currentvalue=dict(prefix="S (keys) = "), pad=dict(t=40))
-        ],
+    title = (
+        f"{L} new queries, S keys: only bottom-right alignment lets the last query see every key"
     )
+    slider = _slider(steps, "S (keys) = ", pad=40)
+    _layout(fig, title, 330, margin=dict(l=80, r=110, t=80, b=40), sliders=[slider])
     return fig
 
 
@@ -143,24 +136,8 @@ def mask_variants_figure(tokens: Sequence[str], n_real: int):
     fig.update_yaxes(autorange="reversed", title="query (attending)")
     fig.update_xaxes(title="key (attended to)", tickangle=-60)
     buttons = [dict(method="restyle", label=name, args=[{"z": [zz]}]) for name, zz in z.items()]
-    fig.update_layout(
-        title=dict(
-            text="Masks combine with a logical and: padding hides columns, causality hides the future"
-        ),
-        template="plotly_white",
-        height=540,
-        autosize=True,
-        margin=dict(l=110, r=30, t=110, b=110),
-        updatemenus=[
-            dict(
-                buttons=buttons,
-                active=3,
-                direction="down",
-                x=0.0,
-                xanchor="left",
-                y=1.13,
-                yanchor="top",
-            )
-        ],
-    )
+    title = "Masks combine with a logical and: padding hides columns, causality hides the future"
+    menu = dict(buttons=buttons, active=3, direction="down")
+    menu.update(x=0.0, xanchor="left", y=1.13, yanchor="top")  # above the plot, on the left
+    _layout(fig, title, 540, margin=dict(l=110, r=30, t=110, b=110), updatemenus=[menu])
     return fig

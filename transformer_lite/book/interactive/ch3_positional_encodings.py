@@ -8,7 +8,7 @@ import torch
 from torch import Tensor
 
 from ...nn.positional import sinusoidal_positional_encoding
-from ._page import _DECIMALS, _plotly, _rounded
+from ._page import _DECIMALS, _layout, _plotly, _rounded, _slider
 
 __all__ = ["sinusoid_shift_matrix", "positional_offset_figure"]
 
@@ -164,18 +164,11 @@ def positional_offset_figure(
         )
         for k in range(max_offset + 1)
     ]
-    fig.update_layout(
-        title=dict(
-            text="Moving k positions on is one fixed rotation per feature pair;<br>"
-            "the dot product depends on k only"
-        ),
-        template="plotly_white",
-        height=470,
-        autosize=True,
-        showlegend=False,
-        margin=dict(l=70, r=40, t=90, b=60),
-        sliders=[
-            dict(active=0, steps=steps, currentvalue=dict(prefix="offset k = "), pad=dict(t=50))
-        ],
+    title = (
+        "Moving k positions on is one fixed rotation per feature pair;<br>"
+        "the dot product depends on k only"
     )
+    slider = _slider(steps, "offset k = ", pad=50)
+    margin = dict(l=70, r=40, t=90, b=60)
+    _layout(fig, title, 470, showlegend=False, margin=margin, sliders=[slider])
     return fig

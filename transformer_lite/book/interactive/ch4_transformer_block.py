@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import math
 
-from ._page import _DECIMALS, _plotly
+from ._page import _DECIMALS, _layout, _plotly, _slider
 
 __all__ = ["gradient_norms_depth_figure"]
 
@@ -85,20 +85,7 @@ def gradient_norms_depth_figure(norms: dict, title: str, initial_depth: int | No
     for depth in depths:
         x, y = state(depth)
         steps.append(dict(method="restyle", label=str(depth), args=[{"x": x, "y": y}, [0, 1]]))
-    fig.update_layout(
-        title=dict(text=title),
-        template="plotly_white",
-        height=460,
-        autosize=True,
-        margin=dict(l=80, r=30, t=80, b=60),
-        legend=dict(x=0.99, xanchor="right", y=0.99),
-        sliders=[
-            dict(
-                active=depths.index(initial_depth),
-                steps=steps,
-                currentvalue=dict(prefix="number of layers N = "),
-                pad=dict(t=50),
-            )
-        ],
-    )
+    slider = _slider(steps, "number of layers N = ", pad=50, active=depths.index(initial_depth))
+    legend = dict(x=0.99, xanchor="right", y=0.99)  # top right
+    _layout(fig, title, 460, margin=dict(l=80, r=30, t=80, b=60), legend=legend, sliders=[slider])
     return fig

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 
 from torch import Tensor
 
-from ._page import _plotly, _rounded
+from ._page import _layout, _plotly, _rounded, _slider
 
 __all__ = ["cross_attention_examples_figure"]
 
@@ -77,16 +77,6 @@ def cross_attention_examples_figure(
         )
         for i, st in enumerate(states)
     ]
-    fig.update_layout(
-        title=dict(text=title),
-        template="plotly_white",
-        height=520,
-        autosize=True,
-        margin=dict(l=110, r=30, t=80, b=80),
-        sliders=[
-            dict(
-                active=0, steps=steps, currentvalue=dict(prefix="held-out example "), pad=dict(t=60)
-            )
-        ],
-    )
+    slider = _slider(steps, "held-out example ", pad=60)
+    _layout(fig, title, 520, margin=dict(l=110, r=30, t=80, b=80), sliders=[slider])
     return fig

@@ -11,7 +11,7 @@ from torch import Tensor
 
 from ...nn.recurrent import RNN
 from ..jacobians import gradient_norm_vs_lag, recurrent_weight, rnn_step_jacobians
-from ._page import _plotly, _sig
+from ._page import _layout, _plotly, _sig, _slider
 
 __all__ = ["rnn_lag_profile", "rnn_gradient_figure"]
 
@@ -147,27 +147,10 @@ def rnn_gradient_figure(
     fig.update_yaxes(
         title_text="||dh_T / dh_(T-k)|| (spectral norm)", type="log", exponentformat="power"
     )
-    fig.update_layout(
-        # the title at the top of the figure, the legend between it and the plot (never on top of each other)
-        title=dict(
-            text=f"RNN gradient reach, H = {hidden_size}: radius sets the trend, saturation pulls it down",
-            font=dict(size=14),
-            y=0.98,
-            yref="container",
-            yanchor="top",
-        ),
-        template="plotly_white",
-        height=550,
-        autosize=True,
-        margin=dict(l=80, r=30, t=105, b=60),
-        legend=dict(orientation="h", yanchor="bottom", y=1.02, x=0),
-        sliders=[
-            dict(
-                active=start,
-                steps=steps,
-                currentvalue=dict(prefix="spectral radius of W_hh = "),
-                pad=dict(t=60),
-            )
-        ],
-    )
+    # the title at the top of the figure, the legend between it and the plot (never on top of each other)
+    text = f"RNN gradient reach, H = {hidden_size}: radius sets the trend, saturation pulls it down"
+    title = dict(text=text, font=dict(size=14), y=0.98, yref="container", yanchor="top")
+    slider = _slider(steps, "spectral radius of W_hh = ", pad=60, active=start)
+    legend = dict(orientation="h", yanchor="bottom", y=1.02, x=0)
+    _layout(fig, title, 550, margin=dict(l=80, r=30, t=105, b=60), legend=legend, sliders=[slider])
     return fig

@@ -10,9 +10,14 @@ from collections.abc import Sequence
 import torch
 from torch import Tensor
 
-from ._page import _plotly, _rounded
+from ._page import _layout, _plotly, _rounded, _slider
 
 __all__ = ["next_token_temperature_figure"]
+
+# The note on entropy and the mass outside the bars: in the top right corner, on a white box.
+_NOTE_PLACE = dict(xref="paper", yref="paper", x=0.99, y=0.98, xanchor="right", yanchor="top")
+_NOTE_BOX = dict(align="right", showarrow=False, bgcolor="rgba(255,255,255,0.85)")
+_NOTE_BOX.update(bordercolor="#999999", borderwidth=1)
 
 
 def _display_char(label: str) -> str:
@@ -140,36 +145,8 @@ def next_token_temperature_figure(
         )
         for s in states
     ]
-    fig.update_layout(
-        title=dict(text=title),
-        template="plotly_white",
-        height=460,
-        autosize=True,
-        margin=dict(l=70, r=30, t=80, b=60),
-        showlegend=False,
-        annotations=[
-            dict(
-                text=states[start]["note"],
-                xref="paper",
-                yref="paper",
-                x=0.99,
-                y=0.98,
-                xanchor="right",
-                yanchor="top",
-                align="right",
-                showarrow=False,
-                bgcolor="rgba(255,255,255,0.85)",
-                bordercolor="#999999",
-                borderwidth=1,
-            )
-        ],
-        sliders=[
-            dict(
-                active=start,
-                steps=steps,
-                currentvalue=dict(prefix="temperature T = "),
-                pad=dict(t=60),
-            )
-        ],
-    )
+    note = dict(text=states[start]["note"], **_NOTE_PLACE, **_NOTE_BOX)
+    slider = _slider(steps, "temperature T = ", pad=60, active=start)
+    margin = dict(l=70, r=30, t=80, b=60)
+    _layout(fig, title, 460, margin=margin, showlegend=False, annotations=[note], sliders=[slider])
     return fig
