@@ -33,6 +33,15 @@ def _widgets():
     return ipywidgets
 
 
+def _text_input(value: str, description: str, multiline: bool = False, **size):
+    """A text field that calls back when the reader presses Enter or leaves it, not at every key;
+    ``size`` (width, height as CSS lengths) sets its box."""
+    w = _widgets()
+    field = w.Textarea if multiline else w.Text
+    layout = w.Layout(**size)
+    return field(value=value, description=description, continuous_update=False, layout=layout)
+
+
 def attention_explorer(
     encoder, tokenizer, text: str = "The cat sat on the mat because it was tired."
 ):
@@ -66,12 +75,7 @@ def attention_explorer(
 
     return w.interactive(
         show,
-        text=w.Text(
-            value=text,
-            description="sentence",
-            continuous_update=False,
-            layout=w.Layout(width="520px"),
-        ),
+        text=_text_input(text, "sentence", width="520px"),
         layer=w.IntSlider(value=0, min=0, max=n_layers - 1, description="layer"),
         head=w.IntSlider(value=2, min=0, max=n_heads - 1, description="head"),
     )
@@ -241,7 +245,7 @@ def reversal_explorer(model, text: str = "abcdefg", layer: int = -1):
 
     return w.interactive(
         show,
-        text=w.Text(value=text, description="letters a-j", continuous_update=False),
+        text=_text_input(text, "letters a-j"),
         layer=w.IntSlider(
             value=layer % n_layers, min=0, max=n_layers - 1, description="layer (0-based)"
         ),
@@ -346,12 +350,7 @@ def generation_explorer(model, vocab, prompt: str = "ROMEO\n"):
     wide = dict(description_width="initial")  # long descriptions stay readable
     return w.interactive(
         show,
-        prompt=w.Textarea(
-            value=prompt,
-            description="prompt",
-            continuous_update=False,
-            layout=w.Layout(width="520px", height="60px"),
-        ),
+        prompt=_text_input(prompt, "prompt", multiline=True, width="520px", height="60px"),
         temperature=w.FloatSlider(
             value=0.8, min=0.0, max=2.0, step=0.05, description="temperature", style=wide
         ),

@@ -42,9 +42,9 @@ def plot_loglog_fit(
     series: dict,
     title: str = "",
     ax: plt.Axes | None = None,
+    min_x: float | None = None,
     xlabel: str = "L",
     ylabel: str = "",
-    min_x: float | None = None,
 ) -> plt.Axes:
     """Several measured series against ``x`` on log-log axes, each with its fitted slope in the legend.
 
