@@ -149,21 +149,9 @@ def rss_child(impl: str, L: int, args: argparse.Namespace) -> None:
 
 
 def rss_growth(impl: str, L: int, args: argparse.Namespace) -> int:
-    cmd = [
-        sys.executable,
-        str(Path(__file__).resolve()),
-        "--rss-child",
-        impl,
-        str(L),
-        "--batch",
-        str(args.batch),
-        "--heads",
-        str(args.heads),
-        "--d-head",
-        str(args.d_head),
-        "--block-size",
-        str(args.block_size),
-    ] + (["--threads", str(args.threads)] if args.threads else [])
+    cmd = [sys.executable, str(Path(__file__).resolve()), "--rss-child", impl, str(L)]
+    for name in ("batch", "heads", "d_head", "block_size") + (("threads",) if args.threads else ()):
+        cmd += ["--" + name.replace("_", "-"), str(getattr(args, name))]  # this run's settings
     done = subprocess.run(cmd, capture_output=True, text=True, check=True)
     return json.loads(done.stdout.strip().splitlines()[-1])["rss_growth_bytes"]
 

@@ -123,10 +123,8 @@ def lm_loss(logits: Tensor, targets: Tensor) -> Tensor:
         ValueError: if the shapes do not match.
     """
     if logits.dim() != 3 or tuple(targets.shape) != tuple(logits.shape[:2]):
-        raise ValueError(
-            f"lm_loss: expected logits (B, L, V) and targets (B, L), received {tuple(logits.shape)} "
-            f"and {tuple(targets.shape)}"
-        )
+        got = f"{tuple(logits.shape)} and {tuple(targets.shape)}"
+        raise ValueError(f"lm_loss: expected logits (B, L, V) and targets (B, L), received {got}")
     return F.cross_entropy(
         logits.reshape(-1, logits.shape[-1]), targets.reshape(-1)
     )  # (B*L, V) vs (B*L,)
