@@ -22,7 +22,7 @@ import argparse
 import json
 import math
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
 import torch
@@ -371,19 +371,10 @@ def main(argv: list[str] | None = None) -> int:
         torch.set_num_threads(args.threads)
     corpus = load_shakespeare()
     V = len(corpus.vocab)
-    cfg = TrainConfig(
-        steps=args.steps,
-        batch_size=args.batch_size,
-        context=args.context,
-        lr=args.lr,
-        min_lr=args.lr / 10 if args.min_lr is None else args.min_lr,
-        warmup_steps=args.warmup_steps,
-        weight_decay=args.weight_decay,
-        grad_clip=args.grad_clip,
-        eval_every=args.eval_every,
-        eval_batches=args.eval_batches,
-        seed=args.seed,
-    )
+    # every setting of TrainConfig but betas has an option of the same name; min_lr defaults to lr / 10
+    given = {f.name: getattr(args, f.name) for f in fields(TrainConfig) if hasattr(args, f.name)}
+    given["min_lr"] = args.lr / 10 if args.min_lr is None else args.min_lr
+    cfg = TrainConfig(**given)
     model_config = DecoderOnlyConfig(
         vocab_size=V,
         max_len=args.context,
