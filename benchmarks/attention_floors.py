@@ -74,9 +74,11 @@ import torch
 import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # this checkout's package, not an installed one
+sys.path.insert(
+    0, str(Path(__file__).resolve().parent.parent)
+)  # this checkout's package, not an installed one
 
-from transformer_lite import scaled_dot_product_attention  # noqa: E402
+from transformer_lite import scaled_dot_product_attention
 
 HERE = Path(__file__).resolve().parent
 VARIANTS = ("ours", "bare", "bare_inplace", "torch_math", "torch_fused", "copy_LxL")
@@ -87,8 +89,13 @@ CONDITIONS = {"default": None, "keep": KEEP_FREED_MEMORY}
 def make_variants(B: int, H: int, L: int, d_head: int) -> dict:
     """No-argument callables for every variant, on one set of inputs ``(B, H, L, d_head)``."""
     gen = torch.Generator().manual_seed(0)
-    q, k, v = (torch.randn(B, H, L, d_head, generator=gen) for _ in range(3))  # 3 x (B, H, L, d_head)
-    src, dst = torch.randn(B, H, L, L, generator=gen), torch.empty(B, H, L, L)  # two score-sized buffers
+    q, k, v = (
+        torch.randn(B, H, L, d_head, generator=gen) for _ in range(3)
+    )  # 3 x (B, H, L, d_head)
+    src, dst = (
+        torch.randn(B, H, L, L, generator=gen),
+        torch.empty(B, H, L, L),
+    )  # two score-sized buffers
 
     def bare():
         scores = (q / math.sqrt(d_head)) @ k.transpose(-2, -1)  # (B, H, L, L)
@@ -97,7 +104,9 @@ def make_variants(B: int, H: int, L: int, d_head: int) -> dict:
 
     def bare_inplace():
         scores = (q / math.sqrt(d_head)) @ k.transpose(-2, -1)  # (B, H, L, L)
-        weights = torch.softmax(scores, dim=-1, out=scores)  # overwrites the scores: no second L x L matrix
+        weights = torch.softmax(
+            scores, dim=-1, out=scores
+        )  # overwrites the scores: no second L x L matrix
         return weights @ v, weights
 
     def torch_math():
@@ -119,13 +128,15 @@ def child(L: int, repeats: int, seed: int, args: argparse.Namespace) -> None:
     torch.set_num_threads(args.threads)
     fns = make_variants(args.batch, args.heads, L, args.d_head)
     names = list(fns)
-    random.Random(seed).shuffle(names)  # which variant follows which changes the heap state it meets: vary it
+    random.Random(seed).shuffle(
+        names
+    )  # which variant follows which changes the heap state it meets: vary it
     out = {n: {"times": [], "faults": []} for n in names}
     with torch.inference_mode():
         for n in names:
             fns[n]()  # warm-up
         for r in range(repeats):
-            for n in names[r % len(names):] + names[:r % len(names)]:
+            for n in names[r % len(names) :] + names[: r % len(names)]:
                 f0 = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
                 t0 = time.perf_counter()
                 result = fns[n]()
@@ -142,9 +153,22 @@ def run_child(L: int, condition: str, repeats: int, seed: int, args: argparse.Na
     env.pop("GLIBC_TUNABLES", None)
     if CONDITIONS[condition]:
         env["GLIBC_TUNABLES"] = CONDITIONS[condition]
-    cmd = [sys.executable, str(Path(__file__).resolve()), "--child", str(L), str(repeats), str(seed),
-           "--batch", str(args.batch), "--heads", str(args.heads), "--d-head", str(args.d_head),
-           "--threads", str(args.threads)]
+    cmd = [
+        sys.executable,
+        str(Path(__file__).resolve()),
+        "--child",
+        str(L),
+        str(repeats),
+        str(seed),
+        "--batch",
+        str(args.batch),
+        "--heads",
+        str(args.heads),
+        "--d-head",
+        str(args.d_head),
+        "--threads",
+        str(args.threads),
+    ]
     done = subprocess.run(cmd, capture_output=True, text=True, check=True, env=env)
     return json.loads(done.stdout.strip().splitlines()[-1])
 
@@ -155,9 +179,16 @@ def summarize(rounds: list) -> dict:
     for n in VARIANTS:
         times = [t for r in rounds for t in r[n]["times"]]
         faults = [f for r in rounds for f in r[n]["faults"]]
-        per_round = [statistics.median(r[n]["times"]) / statistics.median(r["torch_fused"]["times"]) for r in rounds]
-        summary[n] = {"median_ms": statistics.median(times) * 1e3, "min_ms": min(times) * 1e3,
-                      "faults_per_call": statistics.mean(faults), "ratio_range": [min(per_round), max(per_round)]}
+        per_round = [
+            statistics.median(r[n]["times"]) / statistics.median(r["torch_fused"]["times"])
+            for r in rounds
+        ]
+        summary[n] = {
+            "median_ms": statistics.median(times) * 1e3,
+            "min_ms": min(times) * 1e3,
+            "faults_per_call": statistics.mean(faults),
+            "ratio_range": [min(per_round), max(per_round)],
+        }
     fused = summary["torch_fused"]
     for n in VARIANTS:
         summary[n]["ratio"] = summary[n]["median_ms"] / fused["median_ms"]
@@ -195,13 +226,18 @@ def write_report(results: list, info: dict, args: argparse.Namespace, out: Path)
         for n in VARIANTS:
             s = res["summary"][n]
             lo, hi = s["ratio_range"]
-            lines.append(f"| {res['L']} | {res['condition']} | {res['load'][0]:.2f} / {res['load'][1]:.2f} | "
-                         f"{res['runs']} | {n} | {fmt(s['median_ms'])} | {s['ratio']:.2f} ({lo:.2f}-{hi:.2f}) | "
-                         f"{s['ratio_min']:.2f} | {s['faults_per_call']:.0f} |")
+            lines.append(
+                f"| {res['L']} | {res['condition']} | {res['load'][0]:.2f} / {res['load'][1]:.2f} | "
+                f"{res['runs']} | {n} | {fmt(s['median_ms'])} | {s['ratio']:.2f} ({lo:.2f}-{hi:.2f}) | "
+                f"{s['ratio_min']:.2f} | {s['faults_per_call']:.0f} |"
+            )
     lines.append("")
     sizes = [(L, B * H * L * L * 4) for L in args.lengths]
-    lines.append("One B x H x L x L float32 matrix: " + ", ".join(
-        f"L = {L}: {n / 2**20:.0f} MiB = {n // 4096} pages of 4 KiB" for L, n in sizes) + ".")
+    lines.append(
+        "One B x H x L x L float32 matrix: "
+        + ", ".join(f"L = {L}: {n / 2**20:.0f} MiB = {n // 4096} pages of 4 KiB" for L, n in sizes)
+        + "."
+    )
     lines.append("")
     out.write_text("\n".join(lines))
 
@@ -209,14 +245,22 @@ def write_report(results: list, info: dict, args: argparse.Namespace, out: Path)
 def parse_args(argv=None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--lengths", type=int, nargs="+", default=[512, 1024, 2048])
-    p.add_argument("--rounds", type=int, default=5, help="fresh processes per (L, allocator condition)")
-    p.add_argument("--repeats", type=int, help="timed runs per variant and round (default 15 up to L = 1024, else 7)")
+    p.add_argument(
+        "--rounds", type=int, default=5, help="fresh processes per (L, allocator condition)"
+    )
+    p.add_argument(
+        "--repeats",
+        type=int,
+        help="timed runs per variant and round (default 15 up to L = 1024, else 7)",
+    )
     p.add_argument("--batch", type=int, default=1)
     p.add_argument("--heads", type=int, default=4)
     p.add_argument("--d-head", type=int, default=64)
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--out", type=Path, default=HERE / "attention_floors.md")
-    p.add_argument("--child", nargs=3, type=int, metavar=("L", "REPEATS", "SEED"), help=argparse.SUPPRESS)
+    p.add_argument(
+        "--child", nargs=3, type=int, metavar=("L", "REPEATS", "SEED"), help=argparse.SUPPRESS
+    )
     return p.parse_args(argv)
 
 
@@ -226,27 +270,61 @@ def main(argv=None) -> None:
         child(*args.child, args)
         return
     start = time.time()
-    cpu = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
-                if line.startswith("model name")), "unknown")
+    cpu = next(
+        (
+            line.split(":", 1)[1].strip()
+            for line in Path("/proc/cpuinfo").read_text().splitlines()
+            if line.startswith("model name")
+        ),
+        "unknown",
+    )
     results = []
     for L in args.lengths:
         repeats = args.repeats or (15 if L <= 1024 else 7)
         for condition in CONDITIONS:
             load_before = os.getloadavg()[0]
             rounds = [run_child(L, condition, repeats, seed, args) for seed in range(args.rounds)]
-            per_round = [{"order": r["order"], **{n: {"median_ms": statistics.median(r[n]["times"]) * 1e3,
-                                                     "min_ms": min(r[n]["times"]) * 1e3,
-                                                     "faults_per_call": statistics.mean(r[n]["faults"])}
-                                                 for n in VARIANTS}} for r in rounds]
-            results.append({"L": L, "condition": condition, "runs": repeats * args.rounds,
-                            "load": [load_before, os.getloadavg()[0]], "summary": summarize(rounds),
-                            "rounds": per_round})
+            per_round = [
+                {
+                    "order": r["order"],
+                    **{
+                        n: {
+                            "median_ms": statistics.median(r[n]["times"]) * 1e3,
+                            "min_ms": min(r[n]["times"]) * 1e3,
+                            "faults_per_call": statistics.mean(r[n]["faults"]),
+                        }
+                        for n in VARIANTS
+                    },
+                }
+                for r in rounds
+            ]
+            results.append(
+                {
+                    "L": L,
+                    "condition": condition,
+                    "runs": repeats * args.rounds,
+                    "load": [load_before, os.getloadavg()[0]],
+                    "summary": summarize(rounds),
+                    "rounds": per_round,
+                }
+            )
             s = results[-1]["summary"]
-            print(f"L={L} {condition:7s} load {load_before:.2f}: "
-                  + ", ".join(f"{n} {s[n]['median_ms']:.1f} ms ({s[n]['ratio']:.2f}x)" for n in VARIANTS), flush=True)
-    info = {"command": "python " + " ".join([os.path.relpath(__file__, HERE.parent)] + sys.argv[1:]),
-            "date": datetime.date.today().isoformat(), "wall_s": time.time() - start, "cpu": cpu}
-    args.out.with_suffix(".json").write_text(json.dumps({"info": info, "results": results}, indent=1))
+            print(
+                f"L={L} {condition:7s} load {load_before:.2f}: "
+                + ", ".join(
+                    f"{n} {s[n]['median_ms']:.1f} ms ({s[n]['ratio']:.2f}x)" for n in VARIANTS
+                ),
+                flush=True,
+            )
+    info = {
+        "command": "python " + " ".join([os.path.relpath(__file__, HERE.parent)] + sys.argv[1:]),
+        "date": datetime.date.today().isoformat(),
+        "wall_s": time.time() - start,
+        "cpu": cpu,
+    }
+    args.out.with_suffix(".json").write_text(
+        json.dumps({"info": info, "results": results}, indent=1)
+    )
     write_report(results, info, args, args.out)
     print(f"wrote {args.out} and {args.out.with_suffix('.json')}")
 

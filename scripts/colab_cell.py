@@ -20,7 +20,7 @@ from pathlib import Path
 import nbformat
 
 CELL_ID = "colab-setup"
-TEMPLATE = '''import sys
+TEMPLATE = """import sys
 
 if "google.colab" in sys.modules:  # on Colab only: install this book's package and its data
     import os
@@ -32,7 +32,7 @@ if "google.colab" in sys.modules:  # on Colab only: install this book's package 
                     "/content/transformer_lite/requirements-nodeps.txt"], check=True)
     subprocess.run([sys.executable, "-m", "pip", "install", "-q", "-e", "/content/transformer_lite"], check=True)
     sys.path.insert(0, "/content/transformer_lite")
-    os.chdir("/content/transformer_lite/notebooks")  # the chapters read ../tests/golden/...'''
+    os.chdir("/content/transformer_lite/notebooks")  # the chapters read ../tests/golden/..."""
 
 
 def colab_cell(url: str) -> nbformat.NotebookNode:

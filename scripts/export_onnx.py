@@ -77,25 +77,44 @@ class AttentionOutputs(nn.Module):
         self.decoder = hasattr(model, "generate")
 
     def forward(self, input_ids: Tensor) -> tuple[Tensor, Tensor]:
-        out, attentions = self.model(input_ids, return_attentions=True) if self.decoder else self.model(input_ids)
+        out, attentions = (
+            self.model(input_ids, return_attentions=True) if self.decoder else self.model(input_ids)
+        )
         return out, torch.stack(attentions, dim=1)  # (B, L, D or V), (B, n_layers, H, L, L)
 
 
-def _export(module: nn.Module, example: Tensor, path: Path, out_name: str, dynamic: bool = True) -> None:
-    axes = {"input_ids": {1: "L"}, out_name: {1: "L"}, "attentions": {3: "L", 4: "L"}} if dynamic else None
+def _export(
+    module: nn.Module, example: Tensor, path: Path, out_name: str, dynamic: bool = True
+) -> None:
+    axes = (
+        {"input_ids": {1: "L"}, out_name: {1: "L"}, "attentions": {3: "L", 4: "L"}}
+        if dynamic
+        else None
+    )
     with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # tracer warnings about the input checks, the legacy exporter's notice
+        warnings.simplefilter(
+            "ignore"
+        )  # tracer warnings about the input checks, the legacy exporter's notice
         torch.onnx.export(
-            AttentionOutputs(module).eval(), (example,), str(path), input_names=["input_ids"],
-            output_names=[out_name, "attentions"], opset_version=OPSET, dynamo=False, do_constant_folding=True,
-            dynamic_axes=axes)
+            AttentionOutputs(module).eval(),
+            (example,),
+            str(path),
+            input_names=["input_ids"],
+            output_names=[out_name, "attentions"],
+            opset_version=OPSET,
+            dynamo=False,
+            do_constant_folding=True,
+            dynamic_axes=axes,
+        )
 
 
 def export_minilm(out_dir: Path) -> dict:
     """Write ``minilm.onnx`` and copy the tokenizer files into ``out_dir``; return the manifest entry."""
     tl = _tl()
     encoder, tokenizer = tl.load_minilm()
-    example = torch.tensor([tokenizer.encode("The cat sat on the mat because it was tired.")])  # (1, 13)
+    example = torch.tensor(
+        [tokenizer.encode("The cat sat on the mat because it was tired.")]
+    )  # (1, 13)
     path = out_dir / "minilm.onnx"
     with torch.no_grad():
         _export(encoder, example, path, "hidden")
@@ -103,9 +122,18 @@ def export_minilm(out_dir: Path) -> dict:
     for name in MINILM_FILES:
         (out_dir / name).write_bytes((folder / name).read_bytes())
     c = encoder.config
-    return {"file": path.name, "bytes": path.stat().st_size, "sha256": _sha256(path),
-            "tokenizer": list(MINILM_FILES), "max_len": c.max_len, "n_layers": c.n_layers, "n_heads": c.n_heads,
-            "d_model": c.d_model, "vocab_size": c.vocab_size, "dtype": "float32"}
+    return {
+        "file": path.name,
+        "bytes": path.stat().st_size,
+        "sha256": _sha256(path),
+        "tokenizer": list(MINILM_FILES),
+        "max_len": c.max_len,
+        "n_layers": c.n_layers,
+        "n_heads": c.n_heads,
+        "d_model": c.d_model,
+        "vocab_size": c.vocab_size,
+        "dtype": "float32",
+    }
 
 
 def export_charlm(checkpoint: Path, out_dir: Path) -> dict:
@@ -114,16 +142,32 @@ def export_charlm(checkpoint: Path, out_dir: Path) -> dict:
     model.eval()
     vocab = meta.get("vocab")
     if not vocab:
-        raise ValueError(f"export_charlm: expected the checkpoint metadata to hold 'vocab', received keys {sorted(meta)}")
+        raise ValueError(
+            f"export_charlm: expected the checkpoint metadata to hold 'vocab', received keys {sorted(meta)}"
+        )
     c = model.config
-    example = torch.zeros((1, c.max_len), dtype=torch.long)  # the fixed length (see the module docstring)
+    example = torch.zeros(
+        (1, c.max_len), dtype=torch.long
+    )  # the fixed length (see the module docstring)
     path = out_dir / "charlm.onnx"
     with torch.no_grad():
         _export(model, example, path, "logits", dynamic=False)
-    return {"file": path.name, "bytes": path.stat().st_size, "sha256": _sha256(path),
-            "checkpoint": checkpoint.name, "vocab": list(vocab), "max_len": c.max_len, "fixed_len": c.max_len, "pad_id": 0, "n_layers": c.n_layers,
-            "n_heads": c.n_heads, "d_model": c.d_model, "vocab_size": c.vocab_size,
-            "parameters": model.num_parameters(), "dtype": "float32"}
+    return {
+        "file": path.name,
+        "bytes": path.stat().st_size,
+        "sha256": _sha256(path),
+        "checkpoint": checkpoint.name,
+        "vocab": list(vocab),
+        "max_len": c.max_len,
+        "fixed_len": c.max_len,
+        "pad_id": 0,
+        "n_layers": c.n_layers,
+        "n_heads": c.n_heads,
+        "d_model": c.d_model,
+        "vocab_size": c.vocab_size,
+        "parameters": model.num_parameters(),
+        "dtype": "float32",
+    }
 
 
 def minilm_folder() -> Path:
@@ -150,8 +194,11 @@ def source_key(checkpoint: Path | None) -> str:
 
     h = hashlib.sha256()
     h.update(f"torch {torch.__version__} onnx {onnx.__version__} opset {OPSET}\n".encode())
-    files = [Path(__file__).resolve(), minilm_folder() / "model.safetensors",
-             *(minilm_folder() / n for n in MINILM_FILES)]
+    files = [
+        Path(__file__).resolve(),
+        minilm_folder() / "model.safetensors",
+        *(minilm_folder() / n for n in MINILM_FILES),
+    ]
     files += sorted((ROOT / "transformer_lite").rglob("*.py"))
     if checkpoint is not None:
         files.append(checkpoint)
@@ -174,13 +221,18 @@ def export_all(out_dir: Path, checkpoint: Path | None, force: bool = False) -> d
     manifest_path = out_dir / "manifest.json"
     if not force and manifest_path.is_file():
         old = json.loads(manifest_path.read_text())
-        files_ok = all((out_dir / e["file"]).is_file() for e in (old.get("minilm"), old.get("charlm")) if e)
+        files_ok = all(
+            (out_dir / e["file"]).is_file() for e in (old.get("minilm"), old.get("charlm")) if e
+        )
         if old.get("source_key") == key and files_ok:
             return old
     for stale in ("minilm.onnx", "charlm.onnx"):
         (out_dir / stale).unlink(missing_ok=True)
-    manifest = {"source_key": key, "minilm": export_minilm(out_dir),
-                "charlm": export_charlm(checkpoint, out_dir) if checkpoint is not None else None}
+    manifest = {
+        "source_key": key,
+        "minilm": export_minilm(out_dir),
+        "charlm": export_charlm(checkpoint, out_dir) if checkpoint is not None else None,
+    }
     manifest_path.write_text(json.dumps(manifest, indent=1, ensure_ascii=False) + "\n")
     return manifest
 
@@ -188,14 +240,22 @@ def export_all(out_dir: Path, checkpoint: Path | None, force: bool = False) -> d
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--out", type=Path, default=ROOT / "build" / "live", help="output folder")
-    p.add_argument("--checkpoint", type=Path, default=DEFAULT_CHECKPOINT, help="chapter-8 safetensors checkpoint")
+    p.add_argument(
+        "--checkpoint",
+        type=Path,
+        default=DEFAULT_CHECKPOINT,
+        help="chapter-8 safetensors checkpoint",
+    )
     p.add_argument("--force", action="store_true", help="export even if the output is up to date")
     args = p.parse_args(argv)
     torch.set_num_threads(1)
     m = export_all(args.out, args.checkpoint, args.force)
     for name in ("minilm", "charlm"):
         e = m[name]
-        print(f"{name}: " + (f"{e['file']} {e['bytes'] / 1e6:.1f} MB" if e else "no checkpoint, not exported"))
+        print(
+            f"{name}: "
+            + (f"{e['file']} {e['bytes'] / 1e6:.1f} MB" if e else "no checkpoint, not exported")
+        )
     return 0
 
 

@@ -92,10 +92,17 @@ def cite_label(keys: str, bib) -> str:
     labels = []
     for key in (k.strip() for k in keys.split(",")):
         entry = bib.entries[key]
-        names = [" ".join(p.prelast_names + p.last_names).replace("{", "").replace("}", "")
-                 for p in entry.persons.get("author", [])]
-        who = (names[0] if len(names) == 1 else " and ".join(names) if len(names) == 2
-               else f"{names[0]} et al.")
+        names = [
+            " ".join(p.prelast_names + p.last_names).replace("{", "").replace("}", "")
+            for p in entry.persons.get("author", [])
+        ]
+        who = (
+            names[0]
+            if len(names) == 1
+            else " and ".join(names)
+            if len(names) == 2
+            else f"{names[0]} et al."
+        )
         labels.append(f"{who}, {entry.fields.get('year', 'n.d.')}")
     return "(" + "; ".join(labels) + ")"
 
@@ -141,8 +148,9 @@ def exercise_boxes(source: str, numbers: list[str]) -> str:
     return "\n".join(out)
 
 
-def readable_markdown(source: str, glue: dict[str, str], bib, labels: dict[str, str],
-                      numbers: list[str]) -> str:
+def readable_markdown(
+    source: str, glue: dict[str, str], bib, labels: dict[str, str], numbers: list[str]
+) -> str:
     """The markdown of a cell with MyST's exercise fences, glue, cite and ref made plain."""
     source = exercise_boxes(source, numbers)
     source = GLUE.sub(lambda m: format_glue(glue[m.group(1)], m.group(2)), source)
@@ -151,8 +159,9 @@ def readable_markdown(source: str, glue: dict[str, str], bib, labels: dict[str, 
     return HIDDEN.sub(NOT_HERE, source)
 
 
-def student_notebook(nb: nbformat.NotebookNode, chapter: int = 0,
-                     labels: dict[str, str] | None = None) -> nbformat.NotebookNode:
+def student_notebook(
+    nb: nbformat.NotebookNode, chapter: int = 0, labels: dict[str, str] | None = None
+) -> nbformat.NotebookNode:
     """Return a copy of ``nb`` with solutions stubbed or dropped, outputs cleared and the markdown
     readable without MyST. ``chapter`` numbers the exercises; ``labels`` maps exercise labels of
     every chapter to "Exercise N.k" (for ``{ref}`` across chapters)."""
@@ -171,7 +180,9 @@ def student_notebook(nb: nbformat.NotebookNode, chapter: int = 0,
             if stubbed is None:
                 continue
             cell.source = stubbed
-            cell.metadata["tags"] = [t for t in cell.metadata["tags"] if t != "solution"] + ["exercise"]
+            cell.metadata["tags"] = [t for t in cell.metadata["tags"] if t != "solution"] + [
+                "exercise"
+            ]
         if cell.cell_type == "code":
             cell.outputs, cell.execution_count = [], None
         elif cell.cell_type == "markdown":
@@ -190,8 +201,12 @@ def chapter_number(path: Path) -> int:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--source", type=Path, default=Path("notebooks"), help="folder of chapter notebooks")
-    parser.add_argument("--output", type=Path, default=Path("student_edition"), help="folder to write")
+    parser.add_argument(
+        "--source", type=Path, default=Path("notebooks"), help="folder of chapter notebooks"
+    )
+    parser.add_argument(
+        "--output", type=Path, default=Path("student_edition"), help="folder to write"
+    )
     args = parser.parse_args()
     args.output.mkdir(parents=True, exist_ok=True)
     paths = sorted(args.source.glob("*.ipynb"))

@@ -75,7 +75,8 @@ PIXEL_LEVEL = 0.1
 # exponent; or nan / inf. Not preceded by a letter, digit or underscore, so that names such as
 # "x1", "W_0" or "float32" stay text.
 _NUMBER = re.compile(
-    r"(?<![A-Za-z0-9_])[-+]?(?:(?:\d+\.\d*|\.\d+|\d+)(?:[eE][-+]?\d+)?|nan|inf)(?![A-Za-z0-9_])")
+    r"(?<![A-Za-z0-9_])[-+]?(?:(?:\d+\.\d*|\.\d+|\d+)(?:[eE][-+]?\d+)?|nan|inf)(?![A-Za-z0-9_])"
+)
 _SPACE = re.compile(r"\s+")
 _IMAGE_KEYS = ("image/png",)
 
@@ -89,7 +90,7 @@ class Tolerance:
     image_fraction: float = IMAGE_FRACTION
 
     @classmethod
-    def from_metadata(cls, metadata: dict, where: str = "") -> "Tolerance":
+    def from_metadata(cls, metadata: dict, where: str = "") -> Tolerance:
         spec = dict(metadata.get("tolerance", {}))
         if not spec:
             return cls()
@@ -97,8 +98,10 @@ class Tolerance:
             raise ValueError(f"{where}: a cell's 'tolerance' metadata must give its 'reason'")
         unknown = set(spec) - {"rtol", "atol", "image_fraction"}
         if unknown:
-            raise ValueError(f"{where}: unknown tolerance keys {sorted(unknown)}; "
-                             "expected rtol, atol, image_fraction, reason")
+            raise ValueError(
+                f"{where}: unknown tolerance keys {sorted(unknown)}; "
+                "expected rtol, atol, image_fraction, reason"
+            )
         return cls(**{k: float(v) for k, v in spec.items()})
 
 
@@ -120,7 +123,7 @@ def split_numbers(text: str) -> tuple[list[str], list[str]]:
     """Split text into its non-numeric skeleton (whitespace collapsed) and its number tokens."""
     parts, numbers, last = [], [], 0
     for m in _NUMBER.finditer(text):
-        parts.append(text[last:m.start()])
+        parts.append(text[last : m.start()])
         numbers.append(m.group())
         last = m.end()
     parts.append(text[last:])
@@ -155,9 +158,11 @@ def compare_text(ref: str, test: str, tol: Tolerance) -> str | None:
     for i, (r, t) in enumerate(zip(ref_numbers, test_numbers)):
         if not numbers_agree(r, t, tol):
             context = ref_parts[i][-60:]
-            return (f"number {i} ({'integer, compared exactly' if _is_integer(r) and _is_integer(t) else 'float'}) "
-                    f"after {context!r}: stored {r}, now {t} (rtol={tol.rtol:g}, atol={tol.atol:g}, "
-                    "plus one unit in the last printed digit)")
+            return (
+                f"number {i} ({'integer, compared exactly' if _is_integer(r) and _is_integer(t) else 'float'}) "
+                f"after {context!r}: stored {r}, now {t} (rtol={tol.rtol:g}, atol={tol.atol:g}, "
+                "plus one unit in the last printed digit)"
+            )
     return None
 
 
@@ -179,8 +184,10 @@ def compare_png(ref: str, test: str, tol: Tolerance) -> str | None:
     changed = diff.max(axis=-1) > PIXEL_LEVEL if diff.ndim == 3 else diff > PIXEL_LEVEL
     fraction = float(changed.mean())
     if fraction > tol.image_fraction:
-        return (f"figure differs in {fraction:.2%} of its pixels (more than {tol.image_fraction:.2%} "
-                f"changed by more than {PIXEL_LEVEL} of the colour range)")
+        return (
+            f"figure differs in {fraction:.2%} of its pixels (more than {tol.image_fraction:.2%} "
+            f"changed by more than {PIXEL_LEVEL} of the colour range)"
+        )
     return None
 
 
@@ -203,7 +210,9 @@ def _flatten(cell, outputs, skip) -> dict[str, list]:
             if key == "data":
                 for mime, content in value.items():
                     if mime not in skip:
-                        flat.setdefault(mime, []).append(content if mime in _IMAGE_KEYS else cell.sanitize(content))
+                        flat.setdefault(mime, []).append(
+                            content if mime in _IMAGE_KEYS else cell.sanitize(content)
+                        )
             else:
                 flat.setdefault(key, []).append(cell.sanitize(value))
     return flat
@@ -221,13 +230,15 @@ def compare_outputs(self, test, ref, skip_compare=None):
     test_flat = _flatten(self, transform_streams_for_comparison(test), skip)
     if set(ref_flat) != set(test_flat):
         self.comparison_traceback.append(
-            f"output kinds differ: stored {sorted(ref_flat)}, now {sorted(test_flat)}")
+            f"output kinds differ: stored {sorted(ref_flat)}, now {sorted(test_flat)}"
+        )
         return False
     for key, ref_values in ref_flat.items():
         test_values = test_flat[key]
         if len(ref_values) != len(test_values):
             self.comparison_traceback.append(
-                f"{key}: stored {len(ref_values)} outputs, now {len(test_values)}")
+                f"{key}: stored {len(ref_values)} outputs, now {len(test_values)}"
+            )
             return False
         for ref_value, test_value in zip(ref_values, test_values):
             problem = compare_value(key, ref_value, test_value, tol)
@@ -249,7 +260,9 @@ def pytest_configure(config):
 def pytest_report_header(config):
     import torch
 
-    return [f"nbval outputs compared with tests/nbval_tolerance.py: rtol={RTOL:g}, atol={ATOL:g}, "
-            f"figures {IMAGE_FRACTION:.1%} of pixels, integers and text exact",
-            f"ATen CPU capability: {torch.backends.cpu.get_cpu_capability()} "
-            f"(ATEN_CPU_CAPABILITY={os.environ.get('ATEN_CPU_CAPABILITY', 'unset')})"]
+    return [
+        f"nbval outputs compared with tests/nbval_tolerance.py: rtol={RTOL:g}, atol={ATOL:g}, "
+        f"figures {IMAGE_FRACTION:.1%} of pixels, integers and text exact",
+        f"ATen CPU capability: {torch.backends.cpu.get_cpu_capability()} "
+        f"(ATEN_CPU_CAPABILITY={os.environ.get('ATEN_CPU_CAPABILITY', 'unset')})",
+    ]

@@ -21,15 +21,14 @@ import matplotlib
 
 matplotlib.use("Agg")
 
-import matplotlib.pyplot as plt  # noqa: E402
-from hypothesis import given, settings  # noqa: E402
-from hypothesis import strategies as st  # noqa: E402
-import numpy as np  # noqa: E402
-import pytest  # noqa: E402
-import torch  # noqa: E402
+import matplotlib.pyplot as plt
+import numpy as np
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-
-from transformer_lite import MultiHeadAttention, TransformerBlock, causal_mask  # noqa: E402
+from transformer_lite import MultiHeadAttention, TransformerBlock, causal_mask
 from transformer_lite.book.analysis import (
     attention_value_norms,
     key_score,
@@ -38,8 +37,8 @@ from transformer_lite.book.analysis import (
     previous_token_score,
     transformed_values,
 )
-from transformer_lite.nn.relative_position import alibi_bias  # noqa: E402
-from transformer_lite.book.viz import plot_attention, plot_head_grid, plot_mask, plot_score_bias  # noqa: E402
+from transformer_lite.book.viz import plot_attention, plot_head_grid, plot_mask, plot_score_bias
+from transformer_lite.nn.relative_position import alibi_bias
 
 # Rows = queries, columns = keys; each row sums to 1.
 #   main diagonal (offset 0):   1.0, 0.4, 0.2   -> mean 1.6 / 3
@@ -47,9 +46,7 @@ from transformer_lite.book.viz import plot_attention, plot_head_grid, plot_mask,
 #   offset -2:                  0.1             -> mean 0.1
 #   super-diagonal (offset +1): 0.0, 0.0        -> mean 0.0
 #   key 0 column:  1.0, 0.6, 0.1 -> mean 1.7 / 3;  key -1 column: 0.0, 0.0, 0.2 -> mean 0.2 / 3
-W = torch.tensor([[1.0, 0.0, 0.0],
-                  [0.6, 0.4, 0.0],
-                  [0.1, 0.7, 0.2]], dtype=torch.float64)
+W = torch.tensor([[1.0, 0.0, 0.0], [0.6, 0.4, 0.0], [0.1, 0.7, 0.2]], dtype=torch.float64)
 TOKENS = ["the", "cat", "sat"]
 
 
@@ -65,7 +62,10 @@ def _texts(labels):
 
 # =========================================================================== analysis
 
-@pytest.mark.parametrize("offset, expected", [(0, 1.6 / 3), (-1, 0.65), (-2, 0.1), (1, 0.0), (2, 0.0)])
+
+@pytest.mark.parametrize(
+    "offset, expected", [(0, 1.6 / 3), (-1, 0.65), (-2, 0.1), (1, 0.0), (2, 0.0)]
+)
 def test_offset_score_is_mean_of_the_diagonal(offset, expected):
     score = offset_score(W, offset)
     assert score.shape == ()
@@ -75,22 +75,21 @@ def test_offset_score_is_mean_of_the_diagonal(offset, expected):
 def test_previous_token_score_is_offset_minus_one():
     assert previous_token_score(W).item() == pytest.approx(0.65)
     # A perfect previous-token head (every query after the first looks only one step back) scores 1.
-    perfect = torch.tensor([[1.0, 0.0, 0.0, 0.0],
-                            [1.0, 0.0, 0.0, 0.0],
-                            [0.0, 1.0, 0.0, 0.0],
-                            [0.0, 0.0, 1.0, 0.0]])
+    perfect = torch.tensor(
+        [[1.0, 0.0, 0.0, 0.0], [1.0, 0.0, 0.0, 0.0], [0.0, 1.0, 0.0, 0.0], [0.0, 0.0, 1.0, 0.0]]
+    )
     assert previous_token_score(perfect).item() == pytest.approx(1.0)
 
 
-@pytest.mark.parametrize("key_index, expected", [(0, 1.7 / 3), (1, 1.1 / 3), (2, 0.2 / 3), (-1, 0.2 / 3),
-                                                 (-3, 1.7 / 3)])
+@pytest.mark.parametrize(
+    "key_index, expected", [(0, 1.7 / 3), (1, 1.1 / 3), (2, 0.2 / 3), (-1, 0.2 / 3), (-3, 1.7 / 3)]
+)
 def test_key_score_is_mean_of_the_column(key_index, expected):
     assert key_score(W, key_index).item() == pytest.approx(expected)
 
 
 def test_key_score_accepts_more_keys_than_queries():
-    weights = torch.tensor([[0.5, 0.5, 0.0, 0.0],
-                            [0.1, 0.2, 0.3, 0.4]])  # (L=2, S=4)
+    weights = torch.tensor([[0.5, 0.5, 0.0, 0.0], [0.1, 0.2, 0.3, 0.4]])  # (L=2, S=4)
     assert key_score(weights, 3).item() == pytest.approx(0.2)
 
 
@@ -113,10 +112,15 @@ def test_offset_score_rejects_offset_outside_the_matrix(offset):
         offset_score(W, offset)
 
 
-@pytest.mark.parametrize("weights", [torch.ones(3, 4), torch.ones(2, 3, 4), torch.ones(3)],
-                         ids=["2x3x4-not-square", "batched-not-square", "1-D"])
+@pytest.mark.parametrize(
+    "weights",
+    [torch.ones(3, 4), torch.ones(2, 3, 4), torch.ones(3)],
+    ids=["2x3x4-not-square", "batched-not-square", "1-D"],
+)
 def test_offset_score_rejects_non_square_weights(weights):
-    with pytest.raises(ValueError, match=r"expected self-attention weights of shape \(\.\.\., L, L\)"):
+    with pytest.raises(
+        ValueError, match=r"expected self-attention weights of shape \(\.\.\., L, L\)"
+    ):
         offset_score(weights, 0)
     with pytest.raises(ValueError, match=r"\(\.\.\., L, L\)"):
         previous_token_score(weights)
@@ -155,15 +159,30 @@ def test_transformed_values_by_hand():
     with torch.no_grad():
         f = transformed_values(_hand_module(), x)
     assert f.shape == (1, 2, 2, 2)  # (B, H, S, D)
-    expected = torch.tensor([[[[1.0, 2.0], [0.0, 0.0]],  # head 0: positions 0 and 1
-                              [[9.0, 0.0], [3.0, 0.0]]]], dtype=torch.float64)  # head 1
+    expected = torch.tensor(
+        [
+            [
+                [[1.0, 2.0], [0.0, 0.0]],  # head 0: positions 0 and 1
+                [[9.0, 0.0], [3.0, 0.0]],
+            ]
+        ],
+        dtype=torch.float64,
+    )  # head 1
     torch.testing.assert_close(f, expected)
-    torch.testing.assert_close(f.norm(dim=-1), torch.tensor([[[5 ** 0.5, 0.0], [9.0, 3.0]]], dtype=torch.float64))
+    torch.testing.assert_close(
+        f.norm(dim=-1), torch.tensor([[[5**0.5, 0.0], [9.0, 3.0]]], dtype=torch.float64)
+    )
 
 
 @settings(max_examples=25, deadline=None)
-@given(B=st.integers(1, 2), L=st.integers(1, 4), S=st.integers(1, 5), n_heads=st.sampled_from([1, 2, 3]),
-       d_head=st.integers(1, 3), seed=st.integers(0, 2**16))
+@given(
+    B=st.integers(1, 2),
+    L=st.integers(1, 4),
+    S=st.integers(1, 5),
+    n_heads=st.sampled_from([1, 2, 3]),
+    d_head=st.integers(1, 3),
+    seed=st.integers(0, 2**16),
+)
 def test_transformed_values_rebuild_the_attention_output(B, L, S, n_heads, d_head, seed):
     torch.manual_seed(seed)
     m = MultiHeadAttention(n_heads * d_head, n_heads).double()
@@ -172,12 +191,16 @@ def test_transformed_values_rebuild_the_attention_output(B, L, S, n_heads, d_hea
     with torch.no_grad():
         out, w = m(query, memory, memory)  # (B, L, D), (B, H, L, S)
         f = transformed_values(m, memory)  # (B, H, S, D)
-    rebuilt = torch.einsum("bhls,bhsd->bld", w, f) + m.out_proj.bias  # sum over heads and keys, plus b^O
+    rebuilt = (
+        torch.einsum("bhls,bhsd->bld", w, f) + m.out_proj.bias
+    )  # sum over heads and keys, plus b^O
     torch.testing.assert_close(rebuilt, out)
 
 
 def test_transformed_values_rejects_a_wrong_width():
-    with pytest.raises(ValueError, match=r"expected value of shape \(B, S, 2\), received \(1, 3, 4\)"):
+    with pytest.raises(
+        ValueError, match=r"expected value of shape \(B, S, 2\), received \(1, 3, 4\)"
+    ):
         transformed_values(_hand_module(), torch.ones(1, 3, 4, dtype=torch.float64))
 
 
@@ -186,17 +209,22 @@ def test_norm_shares_by_hand():
     # Row 1: weights (0.2, 0.8): terms 0.2, 2.4 of 2.6 -> 1/13, 12/13. Row 2: fully masked -> zeros.
     weights = torch.tensor([[0.5, 0.5], [0.2, 0.8], [0.0, 0.0]], dtype=torch.float64)
     shares = norm_shares(weights, torch.tensor([1.0, 3.0], dtype=torch.float64))
-    torch.testing.assert_close(shares, torch.tensor([[0.25, 0.75], [1 / 13, 12 / 13], [0.0, 0.0]],
-                                                    dtype=torch.float64))
+    torch.testing.assert_close(
+        shares, torch.tensor([[0.25, 0.75], [1 / 13, 12 / 13], [0.0, 0.0]], dtype=torch.float64)
+    )
     # Equal lengths leave the weights unchanged.
-    torch.testing.assert_close(norm_shares(weights[:2], torch.full((2,), 7.0, dtype=torch.float64)), weights[:2])
+    torch.testing.assert_close(
+        norm_shares(weights[:2], torch.full((2,), 7.0, dtype=torch.float64)), weights[:2]
+    )
 
 
 def test_norm_shares_broadcast_per_head_lengths():
     weights = torch.tensor([[[0.5, 0.5]], [[0.5, 0.5]]], dtype=torch.float64)  # (H=2, L=1, S=2)
     lengths = torch.tensor([[1.0, 3.0], [3.0, 1.0]], dtype=torch.float64)  # (H=2, S=2)
-    torch.testing.assert_close(norm_shares(weights, lengths), torch.tensor([[[0.25, 0.75]], [[0.75, 0.25]]],
-                                                                          dtype=torch.float64))
+    torch.testing.assert_close(
+        norm_shares(weights, lengths),
+        torch.tensor([[[0.25, 0.75]], [[0.75, 0.25]]], dtype=torch.float64),
+    )
 
 
 @pytest.mark.parametrize("norms", [torch.ones(3), torch.ones(4, 2)], ids=["wrong-S", "wrong-batch"])
@@ -228,6 +256,7 @@ def test_attention_value_norms_rejects_a_model_without_attention():
 
 # =========================================================================== viz.plot_attention
 
+
 def test_plot_attention_labels_ticks_axes_and_colorbar():
     ax = plot_attention(W, TOKENS, ["k0", "k1", "k2"], title="previous-token head")
     assert _texts(ax.get_yticklabels()) == TOKENS
@@ -257,18 +286,21 @@ def test_plot_attention_annotate_writes_every_weight():
 
 
 def test_plot_attention_rectangular_weights():
-    weights = torch.tensor([[0.5, 0.5, 0.0, 0.0],
-                            [0.1, 0.2, 0.3, 0.4]])
+    weights = torch.tensor([[0.5, 0.5, 0.0, 0.0], [0.1, 0.2, 0.3, 0.4]])
     ax = plot_attention(weights, ["q0", "q1"], ["a", "b", "c", "d"])
     assert _texts(ax.get_yticklabels()) == ["q0", "q1"]
     assert _texts(ax.get_xticklabels()) == ["a", "b", "c", "d"]
 
 
-@pytest.mark.parametrize("query_tokens, key_tokens", [(["a", "b"], None), (TOKENS, ["a", "b"]),
-                                                      (TOKENS + ["x"], TOKENS)],
-                         ids=["too-few-queries", "too-few-keys", "too-many-queries"])
+@pytest.mark.parametrize(
+    "query_tokens, key_tokens",
+    [(["a", "b"], None), (TOKENS, ["a", "b"]), (TOKENS + ["x"], TOKENS)],
+    ids=["too-few-queries", "too-few-keys", "too-many-queries"],
+)
 def test_plot_attention_rejects_label_count_mismatch(query_tokens, key_tokens):
-    with pytest.raises(ValueError, match=r"plot_attention: weights of shape \(3, 3\) need 3 query labels"):
+    with pytest.raises(
+        ValueError, match=r"plot_attention: weights of shape \(3, 3\) need 3 query labels"
+    ):
         plot_attention(W, query_tokens, key_tokens)
 
 
@@ -280,8 +312,11 @@ def test_plot_attention_rejects_wrong_dims(weights):
 
 # =========================================================================== viz.plot_head_grid
 
+
 def test_plot_head_grid_layout_labels_and_colorbar():
-    attentions = torch.softmax(torch.randn(2, 3, 4, 4, generator=torch.Generator().manual_seed(0)), dim=-1)
+    attentions = torch.softmax(
+        torch.randn(2, 3, 4, 4, generator=torch.Generator().manual_seed(0)), dim=-1
+    )
     fig = plot_head_grid(attentions, ["a", "b", "c", "d"], title="all heads")
     heatmaps = [ax for ax in fig.axes if ax.get_images()]
     assert len(heatmaps) == 2 * 3
@@ -294,23 +329,37 @@ def test_plot_head_grid_layout_labels_and_colorbar():
 
 
 def test_plot_head_grid_accepts_a_list_of_layers():
-    layers = [torch.full((2, 3, 3), 1 / 3), torch.full((2, 3, 3), 1 / 3)]  # n_layers tensors of (H, L, L)
+    layers = [
+        torch.full((2, 3, 3), 1 / 3),
+        torch.full((2, 3, 3), 1 / 3),
+    ]  # n_layers tensors of (H, L, L)
     fig = plot_head_grid(layers, TOKENS)
     assert len([ax for ax in fig.axes if ax.get_images()]) == 4
 
 
 def test_plot_head_grid_shows_tokens_on_first_column_and_last_row():
     fig = plot_head_grid(torch.full((2, 2, 3, 3), 1 / 3), TOKENS)
-    heatmaps = [ax for ax in fig.axes if ax.get_images()]  # row-major: layer 0 heads 0-1, layer 1 heads 0-1
+    heatmaps = [
+        ax for ax in fig.axes if ax.get_images()
+    ]  # row-major: layer 0 heads 0-1, layer 1 heads 0-1
     assert _texts(heatmaps[0].get_yticklabels()) == TOKENS  # first column
     assert _texts(heatmaps[2].get_xticklabels()) == TOKENS  # last row
 
 
-@pytest.mark.parametrize("attentions", [torch.ones(3, 3, 3), torch.ones(1, 1, 2, 3, 3), torch.ones(1, 2, 3, 4),
-                                        torch.ones(1, 2, 4, 4)],
-                         ids=["3-D", "5-D-with-batch", "not-square", "L-differs-from-tokens"])
+@pytest.mark.parametrize(
+    "attentions",
+    [
+        torch.ones(3, 3, 3),
+        torch.ones(1, 1, 2, 3, 3),
+        torch.ones(1, 2, 3, 4),
+        torch.ones(1, 2, 4, 4),
+    ],
+    ids=["3-D", "5-D-with-batch", "not-square", "L-differs-from-tokens"],
+)
 def test_plot_head_grid_rejects_wrong_dims(attentions):
-    with pytest.raises(ValueError, match=r"plot_head_grid: expected \(n_layers, H, L, L\) with L = 3"):
+    with pytest.raises(
+        ValueError, match=r"plot_head_grid: expected \(n_layers, H, L, L\) with L = 3"
+    ):
         plot_head_grid(attentions, TOKENS)
 
 
@@ -331,6 +380,7 @@ def test_plot_head_grid_rejects_layers_of_different_shapes_with_value_error():
 
 # =========================================================================== viz.plot_mask
 
+
 def test_plot_mask_labels_ticks_axes_and_legend_bar():
     ax = plot_mask(causal_mask(3), TOKENS, ["k0", "k1", "k2"], title="causal")
     assert _texts(ax.get_yticklabels()) == TOKENS
@@ -339,7 +389,9 @@ def test_plot_mask_labels_ticks_axes_and_legend_bar():
     assert ax.get_title() == "causal"
     assert len(ax.figure.axes) >= 2
     assert _texts(ax.figure.axes[-1].get_yticklabels()) == ["False:\nblocked", "True:\nmay attend"]
-    np.testing.assert_array_equal(ax.get_images()[0].get_array(), causal_mask(3).numpy().astype(float))
+    np.testing.assert_array_equal(
+        ax.get_images()[0].get_array(), causal_mask(3).numpy().astype(float)
+    )
 
 
 def test_plot_mask_default_labels_are_positions():
@@ -348,23 +400,35 @@ def test_plot_mask_default_labels_are_positions():
     assert _texts(ax.get_xticklabels()) == ["0", "1", "2", "3"]
 
 
-@pytest.mark.parametrize("query_tokens, key_tokens", [(["a", "b"], None), (None, ["a", "b"]),
-                                                      (TOKENS, TOKENS + ["x"])],
-                         ids=["too-few-queries", "too-few-keys", "too-many-keys"])
+@pytest.mark.parametrize(
+    "query_tokens, key_tokens",
+    [(["a", "b"], None), (None, ["a", "b"]), (TOKENS, TOKENS + ["x"])],
+    ids=["too-few-queries", "too-few-keys", "too-many-keys"],
+)
 def test_plot_mask_rejects_label_count_mismatch(query_tokens, key_tokens):
-    with pytest.raises(ValueError, match=r"plot_mask: mask of shape \(3, 3\) needs 3 query and 3 key labels"):
+    with pytest.raises(
+        ValueError, match=r"plot_mask: mask of shape \(3, 3\) needs 3 query and 3 key labels"
+    ):
         plot_mask(causal_mask(3), query_tokens, key_tokens)
 
 
-@pytest.mark.parametrize("mask", [causal_mask(3).float(), torch.ones(1, 3, 3, dtype=torch.bool),
-                                  torch.ones(3, dtype=torch.bool), causal_mask(3).numpy()],
-                         ids=["float", "3-D", "1-D", "numpy"])
+@pytest.mark.parametrize(
+    "mask",
+    [
+        causal_mask(3).float(),
+        torch.ones(1, 3, 3, dtype=torch.bool),
+        torch.ones(3, dtype=torch.bool),
+        causal_mask(3).numpy(),
+    ],
+    ids=["float", "3-D", "1-D", "numpy"],
+)
 def test_plot_mask_rejects_non_2d_bool_tensor(mask):
     with pytest.raises(ValueError, match=r"plot_mask: expected a 2-D bool tensor"):
         plot_mask(mask)
 
 
 # =========================================================================== plot_score_bias, one scale per head
+
 
 def _bias_images(fig):
     """The heatmaps of a plot_score_bias figure (colorbar axes hold no image), in head order."""
@@ -379,9 +443,13 @@ def test_plot_score_bias_per_head_limits_are_each_heads_own_min_and_max_for_alib
     for im, h in zip(images, [0, 2, 4, 7]):
         slope = 2.0 ** (-8 * (h + 1) / H)  # by hand: 1/2, 1/8, 1/32, 1/256
         lo, hi = im.get_clim()
-        assert lo == pytest.approx(-slope * (L - 1), rel=1e-6) and hi == 0.0  # the farthest key, and the diagonal
+        assert (
+            lo == pytest.approx(-slope * (L - 1), rel=1e-6) and hi == 0.0
+        )  # the farthest key, and the diagonal
         assert im.get_cmap().name.startswith("cividis")  # sequential, colour-blind-safe
-        assert np.array_equal(im.get_array().mask, np.triu(np.ones((L, L), dtype=bool), 1))  # -inf above the diagonal
+        assert np.array_equal(
+            im.get_array().mask, np.triu(np.ones((L, L), dtype=bool), 1)
+        )  # -inf above the diagonal
     colorbars = [ax for ax in fig.axes if not ax.images]
     assert len(colorbars) == 4  # one colorbar per head
     assert all("added to the score" in ax.get_ylabel() for ax in colorbars)
@@ -394,7 +462,11 @@ def test_plot_score_bias_per_head_limits_are_each_heads_own_min_and_max_for_alib
 @given(H=st.integers(1, 5), L=st.integers(1, 6), S=st.integers(1, 6), seed=st.integers(0, 1000))
 def test_plot_score_bias_per_head_limits_match_numpy(H, L, S, seed):
     g = torch.Generator().manual_seed(seed)
-    bias = torch.randn(H, L, S, generator=g, dtype=torch.float64) * torch.rand(H, 1, 1, generator=g) * 10
+    bias = (
+        torch.randn(H, L, S, generator=g, dtype=torch.float64)
+        * torch.rand(H, 1, 1, generator=g)
+        * 10
+    )
     bias[torch.rand(H, L, S, generator=g) < 0.3] = float("-inf")  # some forbidden keys
     fig = plot_score_bias(bias, scale="per_head")
     images = _bias_images(fig)
@@ -405,11 +477,16 @@ def test_plot_score_bias_per_head_limits_match_numpy(H, L, S, seed):
         if finite.size == 0:
             expected = (-0.5, 0.5)  # nothing finite: a unit range around 0
         elif finite.min() == finite.max():
-            expected = (finite.min() - 0.5, finite.max() + 0.5)  # constant head: a unit range around it
+            expected = (
+                finite.min() - 0.5,
+                finite.max() + 0.5,
+            )  # constant head: a unit range around it
         else:
             expected = (finite.min(), finite.max())
         np.testing.assert_allclose(im.get_clim(), expected, rtol=0, atol=0)
-        assert np.array_equal(np.ma.getmaskarray(im.get_array()), np.isneginf(values[h]))  # -inf drawn as bad
+        assert np.array_equal(
+            np.ma.getmaskarray(im.get_array()), np.isneginf(values[h])
+        )  # -inf drawn as bad
     plt.close(fig)
 
 

@@ -28,8 +28,11 @@ CHECKPOINTS = ROOT / "checkpoints"
 CHAPTER = ROOT / "notebooks" / "08_language_model.ipynb"
 TOL = 1e-3
 # run name -> the key under which chapter 8 glues the loss it states for that checkpoint
-RUNS = {"ch8_transformer": "ckpt_val_transformer", "ch8_gru": "ckpt_val_gru",
-        "ch8_transformer_rotary": "ckpt_val_rotary"}
+RUNS = {
+    "ch8_transformer": "ckpt_val_transformer",
+    "ch8_gru": "ckpt_val_gru",
+    "ch8_transformer_rotary": "ckpt_val_rotary",
+}
 
 
 @pytest.fixture(scope="module")
@@ -55,7 +58,9 @@ def test_checkpoint_loss_is_the_one_the_chapter_states(run, corpus):
     assert not model.training
     # the checkpoint was trained on this corpus's symbols, in this order
     assert meta["vocab"] == corpus.vocab.chars
-    cfg = TrainConfig(**{k: tuple(v) if isinstance(v, list) else v for k, v in meta["train_config"].items()})
+    cfg = TrainConfig(
+        **{k: tuple(v) if isinstance(v, list) else v for k, v in meta["train_config"].items()}
+    )
     history = json.loads((CHECKPOINTS / f"{run}_history.json").read_text())
     assert history["eval_steps"][-1] == cfg.steps and len(history["step_loss"]) == cfg.steps
     measured = evaluate(model, corpus.val_ids, cfg)
@@ -67,7 +72,9 @@ def test_checkpoint_loss_is_the_one_the_chapter_states(run, corpus):
 def test_the_check_fails_on_a_wrong_model(corpus):
     """The oracle can fail: the transformer with its last block's parameters halved."""
     model, meta = load_checkpoint(CHECKPOINTS / "ch8_transformer.safetensors")
-    cfg = TrainConfig(**{k: tuple(v) if isinstance(v, list) else v for k, v in meta["train_config"].items()})
+    cfg = TrainConfig(
+        **{k: tuple(v) if isinstance(v, list) else v for k, v in meta["train_config"].items()}
+    )
     with torch.no_grad():
         for p in model.blocks[-1].parameters():
             p.mul_(0.5)

@@ -20,6 +20,7 @@ from transformer_lite.training.data import (
     random_batch,
 )
 
+# Verse lines end in two spaces, Markdown's hard line break (written \x20\x20: no editor strips them).
 MARKDOWN = """# Hamlet
 
 ## ACT I
@@ -28,14 +29,14 @@ MARKDOWN = """# Hamlet
 
 _FRANCISCO at his post. Enter to him BERNARDO_
 
-**BERNARDO**  
-Who's there?\\--nay, answer me: stand,  
+**BERNARDO**\x20\x20
+Who's there?\\--nay, answer me: stand,\x20\x20
 and unfold yourself.—Long live the king!
 
 
-**FRANCISCO**  
+**FRANCISCO**\x20\x20
 __\\[Aside]_ You come most carefully upon your hour.
-*[Exit.]*  
+*[Exit.]*\x20\x20
 """
 
 EXPECTED = """Hamlet
@@ -80,17 +81,26 @@ def test_corpus_counts():
     assert len(play_paths()) == 38
     assert len(corpus.train_plays) == 34
     assert corpus.val_plays == ("twelfth-night", "julius-caesar", "the-tempest", "hamlet")
-    assert set(corpus.val_plays) == set(VALIDATION_PLAYS)  # in corpus order: by genre folder, then name
+    assert set(corpus.val_plays) == set(
+        VALIDATION_PLAYS
+    )  # in corpus order: by genre folder, then name
     assert len(corpus.train_text) == 4_456_669 and len(corpus.val_text) == 498_983
-    assert "".join(corpus.vocab.chars) == ("\n !\"&'(),-.0123456789:;?ABCDEFGHIJKLMNOPQRSTUVWXYZ[]"
-                                           "abcdefghijklmnopqrstuvwxyz")
+    assert "".join(corpus.vocab.chars) == (
+        "\n !\"&'(),-.0123456789:;?ABCDEFGHIJKLMNOPQRSTUVWXYZ[]abcdefghijklmnopqrstuvwxyz"
+    )
     assert len(corpus.vocab) == 78
     for mark in "*_#\\—$":
-        assert mark not in corpus.train_text and mark not in corpus.val_text, f"{mark!r} survived the cleaning"
+        assert mark not in corpus.train_text and mark not in corpus.val_text, (
+            f"{mark!r} survived the cleaning"
+        )
     assert "  \n" not in corpus.train_text and "\n\n\n" not in corpus.train_text
     assert corpus.train_text.startswith("A Midsummer Night's Dream\n\nACT I\n")
-    assert corpus.val_text.startswith("Twelfth Night\n") and "\nHamlet\n\nACT I\n" in corpus.val_text
-    assert "To be, or not to be" in corpus.val_text and "To be, or not to be" not in corpus.train_text
+    assert (
+        corpus.val_text.startswith("Twelfth Night\n") and "\nHamlet\n\nACT I\n" in corpus.val_text
+    )
+    assert (
+        "To be, or not to be" in corpus.val_text and "To be, or not to be" not in corpus.train_text
+    )
     assert corpus.train_ids.dtype == torch.int64 and corpus.train_ids.shape == (4_456_669,)
     assert corpus.vocab.decode(corpus.val_ids[:500]) == corpus.val_text[:500]
     assert load_shakespeare() is corpus  # cached
@@ -125,7 +135,9 @@ def test_char_vocab_round_trip_and_errors():
     assert CharVocab(["é", "a"]).encode("aé").tolist() == [1, 0]  # beyond ASCII, in the given order
     with pytest.raises(ValueError, match=r"not in the vocabulary: \['!', 'z'\]"):
         vocab.encode("hello!z")
-    with pytest.raises(ValueError, match="not in the vocabulary: \\['\u0100'\\]"):  # beyond the lookup table
+    with pytest.raises(
+        ValueError, match="not in the vocabulary: \\['\u0100'\\]"
+    ):  # beyond the lookup table
         vocab.encode("h\u0100")
     with pytest.raises(ValueError, match=r"ids must lie in \[0, 10\)"):
         vocab.decode([10])
@@ -142,12 +154,16 @@ def test_random_batch():
     x, y = random_batch(ids, 6, 10, torch.Generator().manual_seed(0))
     assert x.shape == y.shape == (6, 10)
     assert torch.equal(y, x + 1), "targets are the inputs shifted by one position"
-    assert torch.equal(x[:, 1:] - x[:, :-1], torch.ones(6, 9, dtype=torch.long)), "windows are contiguous"
+    assert torch.equal(x[:, 1:] - x[:, :-1], torch.ones(6, 9, dtype=torch.long)), (
+        "windows are contiguous"
+    )
     assert int(y.max()) <= 99
     x2, _ = random_batch(ids, 6, 10, torch.Generator().manual_seed(0))
     assert torch.equal(x, x2)
     x, y = random_batch(torch.arange(11), 50, 10, torch.Generator().manual_seed(0))
-    assert torch.equal(x[0], torch.arange(10)) and torch.equal(x, x[:1].expand(50, 10))  # the only window
+    assert torch.equal(x[0], torch.arange(10)) and torch.equal(
+        x, x[:1].expand(50, 10)
+    )  # the only window
     with pytest.raises(ValueError, match="at least context \\+ 1 = 11 ids, received 10"):
         random_batch(torch.arange(10), 2, 10)
     with pytest.raises(ValueError, match="1-D ids"):

@@ -30,8 +30,9 @@ P = 0.3
 
 def _pair(norm_first: bool, activation: str = "relu", seed: int = 0):
     torch.manual_seed(seed)
-    layer = nn.TransformerEncoderLayer(8, 2, 16, dropout=P, activation=activation, batch_first=True,
-                                       norm_first=norm_first).double()
+    layer = nn.TransformerEncoderLayer(
+        8, 2, 16, dropout=P, activation=activation, batch_first=True, norm_first=norm_first
+    ).double()
     ours = TransformerBlock.from_torch(layer)
     layer.train()
     ours.train()
@@ -50,7 +51,9 @@ class _DropoutInLengthBatchOrder(nn.Module):
         if not self.training or self.p == 0:
             return x
         B, L, D = x.shape
-        noise = torch.empty(L, B, D, dtype=x.dtype).bernoulli_(1 - self.p).div_(1 - self.p)  # (L, B, D)
+        noise = (
+            torch.empty(L, B, D, dtype=x.dtype).bernoulli_(1 - self.p).div_(1 - self.p)
+        )  # (L, B, D)
         return x * noise.transpose(0, 1)  # (B, L, D)
 
 
@@ -65,7 +68,9 @@ def test_dropout_is_inverted_scaling():
     assert torch.equal(y == 0, keep == 0)
     ones = F.dropout(torch.ones(200_000, dtype=torch.float64), p=P, training=True)
     assert set(ones.unique().tolist()) == {0.0, 1 / (1 - P)}
-    assert abs(float(ones.mean()) - 1.0) < 0.01  # the expectation is preserved (sd of the mean ~0.0015)
+    assert (
+        abs(float(ones.mean()) - 1.0) < 0.01
+    )  # the expectation is preserved (sd of the mean ~0.0015)
 
 
 @pytest.mark.parametrize("norm_first", [False, True])
@@ -109,7 +114,9 @@ def test_stock_torch_matches_when_the_mask_is_read_in_its_layout(norm_first, act
     expected = layer(x)
     torch.manual_seed(123)
     plain, _ = ours(x)
-    assert not torch.allclose(plain, expected)  # stock: the attention-output mask is read in another order
+    assert not torch.allclose(
+        plain, expected
+    )  # stock: the attention-output mask is read in another order
     ours.dropout1 = _DropoutInLengthBatchOrder(P)
     torch.manual_seed(123)
     got, _ = ours(x)
@@ -128,7 +135,9 @@ def test_attention_weight_dropout_matches_torch_sdpa():
     torch.manual_seed(11)
     got, weights = scaled_dot_product_attention(q, k, v, dropout_p=P)
     torch.testing.assert_close(got, expected, rtol=1e-12, atol=1e-12)
-    torch.testing.assert_close(weights.sum(-1), torch.ones(2, 2, 5, dtype=torch.float64))  # before dropout
+    torch.testing.assert_close(
+        weights.sum(-1), torch.ones(2, 2, 5, dtype=torch.float64)
+    )  # before dropout
 
 
 @settings(max_examples=20, deadline=None)
@@ -144,8 +153,10 @@ def test_property_eval_output_does_not_depend_on_p(p, B, L, norm_first):
 
 def test_encoder_tagger_dropout():
     model = EncoderTagger(6, 9, 2, d_model=8, n_heads=2, d_ff=16, dropout=P)
-    assert all(block.dropout1.p == P and block.ff.dropout.p == P and block.self_attn.dropout == P
-               for block in model.encoder.layers)
+    assert all(
+        block.dropout1.p == P and block.ff.dropout.p == P and block.self_attn.dropout == P
+        for block in model.encoder.layers
+    )
     assert with_norm_first(model).encoder.layers[0].dropout2.p == P
     ids = torch.randint(0, 6, (2, 5), generator=torch.Generator().manual_seed(0))
     plain = EncoderTagger(6, 9, 2, d_model=8, n_heads=2, d_ff=16)

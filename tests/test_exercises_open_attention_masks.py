@@ -26,6 +26,7 @@ def _not_implemented(*args, **kwargs):
 
 # =========================================================================== chapter 1: score spread
 
+
 def spread_reference(weights):
     return weights.log().std(dim=-1, correction=0)
 
@@ -41,12 +42,16 @@ def test_score_spread_correct_solutions_pass(fn, capsys):
     _assert_passes(check_score_spread, capsys, fn)
 
 
-@pytest.mark.parametrize("wrong, expected_message", [
-    (lambda w: w.std(dim=-1, correction=0), "spread of the weights themselves"),
-    (lambda w: w.log().std(dim=-1, correction=1), "sample standard deviation"),
-    (lambda w: w.log().var(dim=-1, correction=0), "returned the variance"),
-    (lambda w: w.log().std(dim=-2, correction=0), "spread over the queries"),
-], ids=["weights-not-logs", "correction-1", "variance", "over-queries"])
+@pytest.mark.parametrize(
+    "wrong, expected_message",
+    [
+        (lambda w: w.std(dim=-1, correction=0), "spread of the weights themselves"),
+        (lambda w: w.log().std(dim=-1, correction=1), "sample standard deviation"),
+        (lambda w: w.log().var(dim=-1, correction=0), "returned the variance"),
+        (lambda w: w.log().std(dim=-2, correction=0), "spread over the queries"),
+    ],
+    ids=["weights-not-logs", "correction-1", "variance", "over-queries"],
+)
 def test_score_spread_mistakes_are_named(wrong, expected_message):
     with pytest.raises(AssertionError, match=expected_message):
         check_score_spread(wrong)
@@ -66,10 +71,13 @@ def test_score_spread_not_implemented_prints_and_returns_none(capsys):
 
 # =========================================================================== chapter 2: positions from the mask
 
+
 def _uniform_causal_signal(x, is_causal=True):
     marker = x[..., :1]  # (B, L, 1): 1 at the beginning-of-sequence token, 0 elsewhere
     zeros = torch.zeros_like(marker)  # zero queries and keys: every allowed key scores 0
-    return F.scaled_dot_product_attention(zeros, zeros, marker, is_causal=is_causal)[..., 0]  # (B, L)
+    return F.scaled_dot_product_attention(zeros, zeros, marker, is_causal=is_causal)[
+        ..., 0
+    ]  # (B, L)
 
 
 def positions_reference(x):
@@ -80,11 +88,15 @@ def test_causal_positions_correct_solution_passes(capsys):
     _assert_passes(check_causal_positions, capsys, positions_reference)
 
 
-@pytest.mark.parametrize("wrong, expected_message", [
-    (_uniform_causal_signal, "returned the attention output"),
-    (lambda x: 1.0 / _uniform_causal_signal(x), "off by one"),
-    (lambda x: 1.0 / _uniform_causal_signal(x, is_causal=False) - 1.0, "no causal mask"),
-], ids=["signal", "count", "no-mask"])
+@pytest.mark.parametrize(
+    "wrong, expected_message",
+    [
+        (_uniform_causal_signal, "returned the attention output"),
+        (lambda x: 1.0 / _uniform_causal_signal(x), "off by one"),
+        (lambda x: 1.0 / _uniform_causal_signal(x, is_causal=False) - 1.0, "no causal mask"),
+    ],
+    ids=["signal", "count", "no-mask"],
+)
 def test_causal_positions_mistakes_are_named(wrong, expected_message):
     with pytest.raises(AssertionError, match=expected_message):
         check_causal_positions(wrong)

@@ -22,7 +22,9 @@ def _theta(d, exponent_numerator=2.0):
 
 def rope_complex(x, positions):
     """Pairs (2j, 2j+1) as complex numbers a + ib, multiplied by exp(i * m * theta_j)."""
-    z = torch.view_as_complex(x.double().reshape(*x.shape[:-1], -1, 2).contiguous())  # (..., L, d/2)
+    z = torch.view_as_complex(
+        x.double().reshape(*x.shape[:-1], -1, 2).contiguous()
+    )  # (..., L, d/2)
     angles = positions.double()[:, None] * _theta(x.shape[-1])  # (L, d/2)
     return torch.view_as_real(z * torch.polar(torch.ones_like(angles), angles)).flatten(-2)
 
@@ -68,7 +70,9 @@ def rope_positions_minus_one(x, positions):
 
 def rope_ignores_positions(x, positions):
     d, L = x.shape[-1], x.shape[-2]
-    return _rotate(x, slice(0, d, 2), slice(1, d, 2), torch.arange(L, dtype=torch.float64)[:, None] * _theta(d))
+    return _rotate(
+        x, slice(0, d, 2), slice(1, d, 2), torch.arange(L, dtype=torch.float64)[:, None] * _theta(d)
+    )
 
 
 def rope_exponent_j_over_d(x, positions):
@@ -95,15 +99,19 @@ def test_float32_reference_passes(capsys):
     assert "all checks passed" in capsys.readouterr().out
 
 
-@pytest.mark.parametrize("wrong, expected_message", [
-    (rope_pairs_j_and_j_plus_half, r"Likely mistake: wrong pairing"),
-    (rope_wrong_sign, r"Likely mistake: wrong sign"),
-    (rope_positions_plus_one, r"Likely mistake: positions off by one \(one too far\)"),
-    (rope_positions_minus_one, r"Likely mistake: positions off by one \(one short\)"),
-    (rope_ignores_positions, r"Likely mistake: positions argument ignored"),
-    (rope_exponent_j_over_d, r"Likely mistake: wrong exponent"),
-    (rope_identity, r"Likely mistake: no rotation"),
-], ids=lambda v: v.__name__ if callable(v) else "")
+@pytest.mark.parametrize(
+    "wrong, expected_message",
+    [
+        (rope_pairs_j_and_j_plus_half, r"Likely mistake: wrong pairing"),
+        (rope_wrong_sign, r"Likely mistake: wrong sign"),
+        (rope_positions_plus_one, r"Likely mistake: positions off by one \(one too far\)"),
+        (rope_positions_minus_one, r"Likely mistake: positions off by one \(one short\)"),
+        (rope_ignores_positions, r"Likely mistake: positions argument ignored"),
+        (rope_exponent_j_over_d, r"Likely mistake: wrong exponent"),
+        (rope_identity, r"Likely mistake: no rotation"),
+    ],
+    ids=lambda v: v.__name__ if callable(v) else "",
+)
 def test_wrong_implementation_is_named(wrong, expected_message):
     with pytest.raises(AssertionError, match=expected_message):
         check_rotary(wrong)
@@ -115,7 +123,9 @@ def test_unrelated_values_report_largest_difference():
 
 
 def test_wrong_shape_reports_expected_shape():
-    with pytest.raises(AssertionError, match=r"expected shape \(2, 3, 4, 6\), received \(3, 4, 6\)"):
+    with pytest.raises(
+        AssertionError, match=r"expected shape \(2, 3, 4, 6\), received \(3, 4, 6\)"
+    ):
         check_rotary(lambda x, p: rope_complex(x, p)[0])
 
 

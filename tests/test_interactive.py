@@ -44,9 +44,15 @@ def test_mask_alignment_figure_shows_both_conventions():
     for step, S in zip(fig.layout.sliders[0].steps, (2, 4)):
         ours, top_left = step.args[0]["z"]
         assert torch.equal(torch.tensor([r[:S] for r in ours]).double(), causal_mask(2, S).double())
-        assert torch.equal(torch.tensor([r[:S] for r in top_left]).double(), torch.ones(2, S).tril().double())
-        assert all(v is None for r in ours + top_left for v in r[S:])  # keys that do not exist yet: gaps
-    json.dumps(fig.to_plotly_json(), allow_nan=False)  # strict JSON: no NaN or inf for Jupyter to warn about
+        assert torch.equal(
+            torch.tensor([r[:S] for r in top_left]).double(), torch.ones(2, S).tril().double()
+        )
+        assert all(
+            v is None for r in ours + top_left for v in r[S:]
+        )  # keys that do not exist yet: gaps
+    json.dumps(
+        fig.to_plotly_json(), allow_nan=False
+    )  # strict JSON: no NaN or inf for Jupyter to warn about
     with pytest.raises(ValueError, match="L >= 1"):
         interactive.mask_alignment_figure(L=0)
 
@@ -67,13 +73,17 @@ def test_show_emits_fixed_id_alt_text_and_both_representations(monkeypatch):
     fig = interactive.mask_variants_figure(TOKENS, n_real=2)
     interactive.show(fig, div_id="masks", alt='Masks "menu"')
     bundle = shown[0]
-    assert 'id="masks"' in bundle["text/html"] and 'aria-label="Masks &quot;menu&quot;"' in bundle["text/html"]
+    assert (
+        'id="masks"' in bundle["text/html"]
+        and 'aria-label="Masks &quot;menu&quot;"' in bundle["text/html"]
+    )
     assert "cdn" not in bundle["text/html"].lower()  # plotly.js comes from the book, not from a CDN
     assert json.dumps(bundle["application/vnd.plotly.v1+json"])  # JSON-serializable for JupyterLab
     interactive.show(fig, div_id="masks", alt='Masks "menu"')
-    assert shown[1]["text/html"] == bundle["text/html"]  # deterministic: nbval compares stored outputs
+    assert (
+        shown[1]["text/html"] == bundle["text/html"]
+    )  # deterministic: nbval compares stored outputs
     with pytest.raises(ValueError, match="HTML id"):
         interactive.show(fig, div_id="1 bad", alt="x")
     with pytest.raises(ValueError, match="alt"):
         interactive.show(fig, div_id="ok", alt=" ")
-

@@ -10,18 +10,23 @@ import matplotlib
 
 matplotlib.use("Agg")
 
-import matplotlib.pyplot as plt  # noqa: E402
-import pytest  # noqa: E402
-import torch  # noqa: E402
+import matplotlib.pyplot as plt
+import pytest
+import torch
 
-import transformer_lite as tl  # noqa: E402
-from transformer_lite.book import depth, interactive, viz  # noqa: E402
+import transformer_lite as tl
+from transformer_lite.book import depth, interactive, viz
 
 
 def _norms():
     g = torch.Generator().manual_seed(0)
-    return {n: {"post-norm": (torch.rand(n, generator=g) + 0.1).tolist(),
-                "pre-norm": (torch.rand(n, generator=g) + 0.1).tolist()} for n in (2, 5)}
+    return {
+        n: {
+            "post-norm": (torch.rand(n, generator=g) + 0.1).tolist(),
+            "pre-norm": (torch.rand(n, generator=g) + 0.1).tolist(),
+        }
+        for n in (2, 5)
+    }
 
 
 def test_gradient_norms_figure_steps_hold_each_depth():
@@ -46,16 +51,23 @@ def test_gradient_norms_figure_errors():
     with pytest.raises(ValueError, match="expected variants"):
         interactive.gradient_norms_depth_figure({2: {"post-norm": [1.0, 1.0]}}, title="t")
     with pytest.raises(ValueError, match="expected 2 positive norms for pre-norm"):
-        interactive.gradient_norms_depth_figure({2: {"post-norm": [1.0, 1.0], "pre-norm": [1.0]}}, title="t")
+        interactive.gradient_norms_depth_figure(
+            {2: {"post-norm": [1.0, 1.0], "pre-norm": [1.0]}}, title="t"
+        )
     with pytest.raises(ValueError, match="positive norms"):
-        interactive.gradient_norms_depth_figure({1: {"post-norm": [0.0], "pre-norm": [1.0]}}, title="t")
+        interactive.gradient_norms_depth_figure(
+            {1: {"post-norm": [0.0], "pre-norm": [1.0]}}, title="t"
+        )
     with pytest.raises(ValueError, match="initial_depth"):
         interactive.gradient_norms_depth_figure(_norms(), title="t", initial_depth=3)
 
 
 def test_cross_attention_figure_steps_hold_each_example():
     g = torch.Generator().manual_seed(1)
-    weights = [torch.softmax(torch.randn(3, 2, generator=g), -1), torch.softmax(torch.randn(4, 3, generator=g), -1)]
+    weights = [
+        torch.softmax(torch.randn(3, 2, generator=g), -1),
+        torch.softmax(torch.randn(4, 3, generator=g), -1),
+    ]
     src = [["a", "b"], ["c", "d", "e"]]
     tgt = [["BOS", "b", "a"], ["BOS", "e", "d", "c"]]
     fig = interactive.cross_attention_examples_figure(weights, src, tgt, title="t")
@@ -74,7 +86,9 @@ def test_cross_attention_figure_errors():
         interactive.cross_attention_examples_figure(w, [["a", "b"]], [], title="t")
     with pytest.raises(ValueError, match="as many weights"):
         interactive.cross_attention_examples_figure([], [], [], title="t")
-    with pytest.raises(ValueError, match=r"example 0 has weights \(2, 2\), but 3 target and 2 source labels"):
+    with pytest.raises(
+        ValueError, match=r"example 0 has weights \(2, 2\), but 3 target and 2 source labels"
+    ):
         interactive.cross_attention_examples_figure(w, [["a", "b"]], [["x", "y", "z"]], title="t")
 
 
@@ -96,8 +110,10 @@ def test_plot_decoder_block_draws_the_three_sublayers_in_order(norm_first, n_plu
     ax = viz.plot_decoder_block(norm_first=norm_first)
     texts = [(t.get_position()[1], t.get_text()) for t in ax.texts]
     order = [text for _, text in sorted(texts)]
-    pos = {key: next(i for i, t in enumerate(order) if t.startswith(key))
-           for key in ("masked self-attention", "cross-attention", "position-wise")}
+    pos = {
+        key: next(i for i, t in enumerate(order) if t.startswith(key))
+        for key in ("masked self-attention", "cross-attention", "position-wise")
+    }
     assert pos["masked self-attention"] < pos["cross-attention"] < pos["position-wise"]
     assert sum(t == "+" for t in order) == n_plus
     assert any(t.startswith("memory") for t in order)
@@ -134,7 +150,7 @@ def test_layer_gradient_norms_equal_the_norm_of_all_gradients_of_a_layer():
     got = depth.layer_gradient_norms(model.encoder.layers)
     for layer, value in zip(model.encoder.layers, got):
         squares = sum(float((p.grad.double() ** 2).sum()) for p in layer.parameters())
-        assert value == pytest.approx(squares ** 0.5, rel=1e-12)
+        assert value == pytest.approx(squares**0.5, rel=1e-12)
 
 
 def test_explorers_build():
@@ -142,9 +158,20 @@ def test_explorers_build():
 
     widget = gradient_norm_explorer()
     assert widget.children[0].description == "layers"
-    widget.f(n_layers=3, d_model=16, seed=1)  # the callback itself (ipywidgets would swallow its errors)
-    config = tl.EncoderDecoderConfig(13, 13, d_model=8, n_heads=2, n_encoder_layers=1, n_decoder_layers=2, d_ff=16,
-                                     dropout=0.0, max_len=14)
+    widget.f(
+        n_layers=3, d_model=16, seed=1
+    )  # the callback itself (ipywidgets would swallow its errors)
+    config = tl.EncoderDecoderConfig(
+        13,
+        13,
+        d_model=8,
+        n_heads=2,
+        n_encoder_layers=1,
+        n_decoder_layers=2,
+        d_ff=16,
+        dropout=0.0,
+        max_len=14,
+    )
     torch.manual_seed(0)
     widget = reversal_explorer(tl.EncoderDecoderTransformer(config), text="abc")
     assert widget.children[1].max == 1

@@ -24,11 +24,22 @@ RESULTS = Path(__file__).resolve().parents[1] / "benchmarks" / "results.json"
 def _results():
     rows = []
     for L in (128, 256):
-        rows.append(dict(L=L, score_bytes=4 * L * L * 4,
-                         alloc=dict(ours_direct=3 * 2**20 * (L // 128) ** 2, ours_tiled=2**20 * L // 128,
-                                    torch_sdpa=2**19),
-                         time=dict(ours_direct=0.002 * (L // 128) ** 2, ours_tiled=0.003 * (L // 128) ** 2,
-                                   torch_sdpa=0.001)))
+        rows.append(
+            dict(
+                L=L,
+                score_bytes=4 * L * L * 4,
+                alloc=dict(
+                    ours_direct=3 * 2**20 * (L // 128) ** 2,
+                    ours_tiled=2**20 * L // 128,
+                    torch_sdpa=2**19,
+                ),
+                time=dict(
+                    ours_direct=0.002 * (L // 128) ** 2,
+                    ours_tiled=0.003 * (L // 128) ** 2,
+                    torch_sdpa=0.001,
+                ),
+            )
+        )
     return dict(info=dict(date="2000-01-01"), config=dict(batch=1, heads=4, d_head=64), rows=rows)
 
 
@@ -88,9 +99,16 @@ def test_fit_loglog_slope_errors():
 
 def test_plot_loglog_fit_labels_slopes():
     x = [128, 256, 512]
-    ax = viz.plot_loglog_fit(x, {"quadratic": [1, 4, 16], "linear": [5, 10, 20]}, title="t", ylabel="ms")
+    ax = viz.plot_loglog_fit(
+        x, {"quadratic": [1, 4, 16], "linear": [5, 10, 20]}, title="t", ylabel="ms"
+    )
     assert ax.get_xscale() == "log" and ax.get_yscale() == "log"
-    assert [t.get_text() for t in ax.get_legend().get_texts()] == ["quadratic: slope 2.00", "linear: slope 1.00"]
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == [
+        "quadratic: slope 2.00",
+        "linear: slope 1.00",
+    ]
     assert [t.get_text() for t in ax.get_xticklabels()] == ["128", "256", "512"]
-    np.testing.assert_allclose(ax.get_lines()[1].get_ydata(), [1, 4, 16])  # the fitted line passes the points
+    np.testing.assert_allclose(
+        ax.get_lines()[1].get_ydata(), [1, 4, 16]
+    )  # the fitted line passes the points
     plt.close("all")

@@ -13,11 +13,13 @@ import pytest
 import torch
 
 from transformer_lite.book import interactive
-from transformer_lite.training.data import CharVocab
 from transformer_lite.models.decoder_only import DecoderOnlyConfig, DecoderOnlyTransformer
 from transformer_lite.models.recurrent_lm import GRULanguageModel
+from transformer_lite.training.data import CharVocab
 
-LOGITS = torch.log(torch.tensor([1.0, 2.0, 3.0, 4.0]))  # p at temperature T is proportional to (1, 2, 3, 4)**(1/T)
+LOGITS = torch.log(
+    torch.tensor([1.0, 2.0, 3.0, 4.0])
+)  # p at temperature T is proportional to (1, 2, 3, 4)**(1/T)
 LABELS = ["a", "\n", " ", "b"]
 
 
@@ -37,7 +39,9 @@ def _by_hand(weights: list[float]) -> tuple[list[float], float]:
 
 def test_figure_states_order_and_labels():
     temperatures = (0.0, 0.5, 1.0, 2.0)
-    fig = interactive.next_token_temperature_figure(LOGITS, LABELS, temperatures=temperatures, top_n=2)
+    fig = interactive.next_token_temperature_figure(
+        LOGITS, LABELS, temperatures=temperatures, top_n=2
+    )
     (bars,) = fig.data
     assert bars.type == "bar"
     assert list(bars.x) == ["b", "␣"]  # largest logits first: ids 3 (b) and 2 (space, drawn as ␣)
@@ -47,7 +51,10 @@ def test_figure_states_order_and_labels():
     assert list(bars.y) == steps[2].args[0]["y"][0]
     assert all(s.method == "update" and list(s.args[2]) == [0] for s in steps)
     assert fig.layout.yaxis.range == (0, 1)
-    assert fig.layout.xaxis.title.text == "next character" and fig.layout.yaxis.title.text == "probability"
+    assert (
+        fig.layout.xaxis.title.text == "next character"
+        and fig.layout.yaxis.title.text == "probability"
+    )
     assert bars.marker.color == "#3b528b"
 
 
@@ -59,7 +66,9 @@ def test_figure_greedy_state_is_one_hot():
     assert _note(greedy) == (0.0, 0.0)
 
 
-@pytest.mark.parametrize("t, weights", [(1.0, [4, 3, 2, 1]), (0.5, [16, 9, 4, 1]), (2.0, [2, 3**0.5, 2**0.5, 1])])
+@pytest.mark.parametrize(
+    "t, weights", [(1.0, [4, 3, 2, 1]), (0.5, [16, 9, 4, 1]), (2.0, [2, 3**0.5, 2**0.5, 1])]
+)
 def test_figure_probabilities_entropy_and_outside_mass_by_hand(t, weights):
     fig = interactive.next_token_temperature_figure(LOGITS, LABELS, temperatures=(t,), top_n=2)
     (step,) = fig.layout.sliders[0].steps
@@ -69,7 +78,9 @@ def test_figure_probabilities_entropy_and_outside_mass_by_hand(t, weights):
     got_entropy, got_outside = _note(step)
     assert got_entropy == pytest.approx(entropy, abs=5e-4)  # printed with 3 decimals
     assert got_outside == pytest.approx(p[2] + p[3], abs=5e-5)
-    assert sum(shown) + got_outside == pytest.approx(1.0, abs=2e-4)  # the shown values account for all the mass
+    assert sum(shown) + got_outside == pytest.approx(
+        1.0, abs=2e-4
+    )  # the shown values account for all the mass
 
 
 def test_figure_default_temperatures_on_a_larger_vocabulary():
@@ -89,16 +100,22 @@ def test_figure_default_temperatures_on_a_larger_vocabulary():
 
 
 def test_figure_top_n_larger_than_vocabulary_and_initial_state():
-    fig = interactive.next_token_temperature_figure(LOGITS, LABELS, temperatures=(0.25, 0.5), top_n=50,
-                                                    initial_temperature=0.5)
+    fig = interactive.next_token_temperature_figure(
+        LOGITS, LABELS, temperatures=(0.25, 0.5), top_n=50, initial_temperature=0.5
+    )
     assert list(fig.data[0].x) == ["b", "␣", "⏎", "a"]
     assert fig.layout.sliders[0].active == 1
-    assert _note(fig.layout.sliders[0].steps[1])[1] == 0.0  # nothing outside when every token is shown
+    assert (
+        _note(fig.layout.sliders[0].steps[1])[1] == 0.0
+    )  # nothing outside when every token is shown
 
 
 def test_figure_errors():
     f = interactive.next_token_temperature_figure
-    with pytest.raises(ValueError, match=r"expected floating logits of shape \(V,\), received \(1, 4\) torch.float32"):
+    with pytest.raises(
+        ValueError,
+        match=r"expected floating logits of shape \(V,\), received \(1, 4\) torch.float32",
+    ):
         f(LOGITS[None], LABELS)
     with pytest.raises(ValueError, match=r"shape \(V,\), received \(4,\) torch.int64"):
         f(torch.arange(4), LABELS)
@@ -125,7 +142,9 @@ TEXT = "ROMEO\nO, she doth teach the torches to burn bright!\n"
 
 def _tiny_transformer(vocab, max_len=16):
     torch.manual_seed(0)
-    config = DecoderOnlyConfig(len(vocab), max_len=max_len, d_model=16, n_heads=2, n_layers=1, d_ff=32)
+    config = DecoderOnlyConfig(
+        len(vocab), max_len=max_len, d_model=16, n_heads=2, n_layers=1, d_ff=32
+    )
     return DecoderOnlyTransformer(config)
 
 
@@ -147,10 +166,16 @@ def test_generation_explorer_builds_and_prints_the_right_length(capsys):
     vocab = CharVocab.from_text(TEXT)
     model = _tiny_transformer(vocab)
     calls = _spy(model)
-    widget = generation_explorer(model, vocab, prompt="")  # the first call (at construction) returns at once
+    widget = generation_explorer(
+        model, vocab, prompt=""
+    )  # the first call (at construction) returns at once
     names = [c.description for c in widget.children[:5]]
     assert names == ["prompt", "temperature", "top_k (0 = all)", "new characters", "seed"]
-    assert widget.children[1].min == 0 and widget.children[1].max == 2 and widget.children[1].step == 0.05
+    assert (
+        widget.children[1].min == 0
+        and widget.children[1].max == 2
+        and widget.children[1].step == 0.05
+    )
     assert (widget.children[2].min, widget.children[2].max) == (0, len(vocab))
     assert (widget.children[3].min, widget.children[3].max) == (20, 400)
     capsys.readouterr()
@@ -171,14 +196,24 @@ def test_generation_explorer_is_seeded_and_greedy_at_zero(capsys):
 
     vocab = CharVocab.from_text(TEXT)
     model = _tiny_transformer(vocab, max_len=64)
-    widget = generation_explorer(model, vocab, prompt="")  # the first call (at construction) returns at once
+    widget = generation_explorer(
+        model, vocab, prompt=""
+    )  # the first call (at construction) returns at once
     capsys.readouterr()
     outputs = []
-    for temperature, top_k, seed in [(1.0, 0, 5), (1.0, 0, 5), (1.0, 0, 6), (0.0, 0, 1), (1.0, 1, 9)]:
+    for temperature, top_k, seed in [
+        (1.0, 0, 5),
+        (1.0, 0, 5),
+        (1.0, 0, 6),
+        (0.0, 0, 1),
+        (1.0, 1, 9),
+    ]:
         widget.f(prompt="RO", temperature=temperature, top_k=top_k, length=20, seed=seed)
         outputs.append(capsys.readouterr().out)
     assert outputs[0] == outputs[1] and outputs[0] != outputs[2]  # same seed, same text
-    assert outputs[3] == outputs[4]  # top_k = 1 keeps only the arg-max: greedy whatever the temperature
+    assert (
+        outputs[3] == outputs[4]
+    )  # top_k = 1 keeps only the arg-max: greedy whatever the temperature
     ids = vocab.encode("RO")[None]
     greedy = model.generate(ids, 20, temperature=0.0)
     assert outputs[3] == "RO" + vocab.decode(greedy[0, 2:]) + "\n"

@@ -17,10 +17,9 @@ import numpy as np
 import pytest
 import torch
 
+from tests.conftest import F64
 from transformer_lite import alibi_bias, sinusoidal_positional_encoding
 from transformer_lite.book import interactive, viz
-
-from tests.conftest import F64
 
 
 @pytest.mark.parametrize("d_model, k", [(2, 1), (8, 3), (64, 17), (64, -5), (7, 4)])
@@ -38,7 +37,9 @@ def test_shift_matrix_equals_a_least_squares_fit():
     d, k, base = 6, 2, 100.0  # base 100: the slowest pair still turns enough to be identifiable
     pe = sinusoidal_positional_encoding(90, d, base=base, dtype=F64)
     fitted = torch.linalg.lstsq(pe[:-k], pe[k:]).solution.T
-    torch.testing.assert_close(interactive.sinusoid_shift_matrix(k, d, base=base), fitted, atol=1e-9, rtol=0)
+    torch.testing.assert_close(
+        interactive.sinusoid_shift_matrix(k, d, base=base), fitted, atol=1e-9, rtol=0
+    )
 
 
 def test_shift_matrix_errors():
@@ -64,11 +65,15 @@ def test_offset_figure_steps_hold_the_dot_product_and_the_rotation():
         update, traces = step.args
         assert list(traces) == [1, 2]
         assert update["x"][1] == [k] and update["z"][1] is None
-        assert update["y"][1][0] == pytest.approx(float(pe[40] @ pe[40 + k]), abs=1e-4)  # any p gives it
+        assert update["y"][1][0] == pytest.approx(
+            float(pe[40] @ pe[40 + k]), abs=1e-4
+        )  # any p gives it
         r = torch.tensor(update["z"][0], dtype=F64)  # (2 n_pairs, 2 n_pairs)
         assert r.shape == (2 * n_pairs, 2 * n_pairs)
-        torch.testing.assert_close(pe[5:60, :6] @ r.T, pe[5 + k:60 + k, :6], atol=1e-3, rtol=0)
-        assert list(update["x"][0]) == list(heat.x) and list(update["y"][0]) == list(heat.y)  # labels kept
+        torch.testing.assert_close(pe[5:60, :6] @ r.T, pe[5 + k : 60 + k, :6], atol=1e-3, rtol=0)
+        assert list(update["x"][0]) == list(heat.x) and list(update["y"][0]) == list(
+            heat.y
+        )  # labels kept
     assert math.isclose(marker.y[0], d / 2)  # k = 0 shown first: PE[p] . PE[p] = d/2
 
 
@@ -88,10 +93,14 @@ def test_plot_score_bias_draws_each_head_with_symmetric_limits_and_grey_for_minu
     assert len(images) == 4
     for h, im in enumerate(images):
         data = im.get_array()
-        assert np.array_equal(data.mask, np.isneginf(bias[0, h].numpy()))  # -inf drawn as "bad" (grey)
+        assert np.array_equal(
+            data.mask, np.isneginf(bias[0, h].numpy())
+        )  # -inf drawn as "bad" (grey)
         np.testing.assert_allclose(data.filled(0), torch.nan_to_num(bias[0, h], neginf=0).numpy())
         lo, hi = im.get_clim()
-        assert lo == -hi == pytest.approx(-1.25)  # largest finite |bias|: slope 2^(-8/4) = 1/4 times distance 5
+        assert (
+            lo == -hi == pytest.approx(-1.25)
+        )  # largest finite |bias|: slope 2^(-8/4) = 1/4 times distance 5
     assert "-inf" in fig.axes[-1].get_ylabel()  # the colorbar names the grey
     matplotlib.pyplot.close(fig)
 

@@ -21,7 +21,9 @@ from transformer_lite.book.jacobians import recurrent_weight
 
 @pytest.mark.parametrize("radius", [0.5, 1.0, 1.3])
 def test_profile_is_radius_to_the_lag_without_inputs(radius):
-    lags, norms, mean_dphi = interactive.rnn_lag_profile(radius, input_scale=0.0, hidden_size=8, length=12)
+    lags, norms, mean_dphi = interactive.rnn_lag_profile(
+        radius, input_scale=0.0, hidden_size=8, length=12
+    )
     assert lags.tolist() == list(range(13))
     torch.testing.assert_close(norms, radius ** lags.double(), atol=1e-12, rtol=1e-10)
     assert mean_dphi == 1.0
@@ -37,7 +39,9 @@ def test_profile_matches_autograd_through_torch_rnn(nonlinearity):
         ref.weight_ih_l0.copy_(torch.eye(H, dtype=torch.float64))
         ref.bias_ih_l0.zero_()
         ref.bias_hh_l0.zero_()
-    x = scale * torch.randn(1, T, H, generator=torch.Generator().manual_seed(seed + 1), dtype=torch.float64)
+    x = scale * torch.randn(
+        1, T, H, generator=torch.Generator().manual_seed(seed + 1), dtype=torch.float64
+    )
     states, _ = ref(x)  # (1, T, H)
     for k in range(T + 1):
         s = T - k  # h_s: h_0 = 0, else states[:, s - 1]
@@ -47,7 +51,9 @@ def test_profile_matches_autograd_through_torch_rnn(nonlinearity):
             return ref(x[:, s:], h[None, None])[0][0, -1] if s < T else h
 
         jac = torch.autograd.functional.jacobian(last_from, h_s)
-        assert norms[k].item() == pytest.approx(torch.linalg.matrix_norm(jac, ord=2).item(), rel=1e-9, abs=1e-300)
+        assert norms[k].item() == pytest.approx(
+            torch.linalg.matrix_norm(jac, ord=2).item(), rel=1e-9, abs=1e-300
+        )
     d = 1 - states**2 if nonlinearity == "tanh" else (states > 0).double()
     assert mean_dphi == pytest.approx(d.mean().item(), rel=1e-12)
 
@@ -61,8 +67,9 @@ def test_large_inputs_saturate_and_shrink_the_gradient():
 
 def test_figure_steps_hold_the_profiles():
     radii, scales = (0.8, 1.0, 1.2), (0.01, 2.0)
-    fig = interactive.rnn_gradient_figure(radii=radii, input_scales=scales, hidden_size=6, length=10,
-                                          initial_radius=1.0)
+    fig = interactive.rnn_gradient_figure(
+        radii=radii, input_scales=scales, hidden_size=6, length=10, initial_radius=1.0
+    )
     assert len(fig.data) == 3 and fig.layout.yaxis.type == "log"
     assert fig.layout.sliders[0].active == 1
     steps = fig.layout.sliders[0].steps
@@ -72,9 +79,13 @@ def test_figure_steps_hold_the_profiles():
         assert list(traces) == [0, 1, 2]
         for i, scale in enumerate(scales):
             expected = interactive.rnn_lag_profile(r, scale, 6, 10)[1]
-            np.testing.assert_allclose(update["y"][i], expected.numpy(), rtol=1e-3)  # 4 significant digits
+            np.testing.assert_allclose(
+                update["y"][i], expected.numpy(), rtol=1e-3
+            )  # 4 significant digits
         np.testing.assert_allclose(update["y"][2], [r**k for k in range(11)], rtol=1e-3)
-    np.testing.assert_allclose(fig.data[0].y, steps[1].args[0]["y"][0])  # the page opens on radius 1.0
+    np.testing.assert_allclose(
+        fig.data[0].y, steps[1].args[0]["y"][0]
+    )  # the page opens on radius 1.0
     assert "tanh, inputs with std 2" in fig.data[1].name
 
 
@@ -96,8 +107,14 @@ def test_explorer_builds_and_draws():
 
 def test_plot_norms_vs_lag_draws_every_curve():
     lags = torch.arange(5)
-    ax = viz.plot_norms_vs_lag({"a": (lags, 0.5 ** lags.double()), "ref: r^k": (lags, torch.ones(5)),
-                                "ref:_hidden": (lags, 2.0 ** lags.double())}, title="t")
+    ax = viz.plot_norms_vs_lag(
+        {
+            "a": (lags, 0.5 ** lags.double()),
+            "ref: r^k": (lags, torch.ones(5)),
+            "ref:_hidden": (lags, 2.0 ** lags.double()),
+        },
+        title="t",
+    )
     assert ax.get_yscale() == "log" and ax.get_title() == "t"
     assert [line.get_label() for line in ax.get_lines()] == ["a", "r^k", "_hidden"]
     np.testing.assert_allclose(ax.get_lines()[0].get_ydata(), 0.5 ** np.arange(5))

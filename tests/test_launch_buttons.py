@@ -36,8 +36,13 @@ colab = _module("tl_colab_cell", ROOT / "scripts" / "colab_cell.py")
 
 def _build(tmp: Path, address: str) -> Path:
     env = dict(os.environ, TL_REPOSITORY_URL=address)
-    subprocess.run(["jupyter-book", "build", "book", "-W", "-n", "--keep-going", "--path-output", str(tmp)],
-                   cwd=ROOT, env=env, check=True, stdout=subprocess.DEVNULL)
+    subprocess.run(
+        ["jupyter-book", "build", "book", "-W", "-n", "--keep-going", "--path-output", str(tmp)],
+        cwd=ROOT,
+        env=env,
+        check=True,
+        stdout=subprocess.DEVNULL,
+    )
     return tmp / "_build" / "html"
 
 
@@ -46,22 +51,35 @@ def _chapters() -> list[str]:
 
 
 def _launch_links(html: str) -> list[str]:
-    return re.findall(r'href="(https://(?:mybinder\.org|colab\.research\.google\.com)/[^"]+)"', html)
+    return re.findall(
+        r'href="(https://(?:mybinder\.org|colab\.research\.google\.com)/[^"]+)"', html
+    )
 
 
-@pytest.mark.parametrize("value, expected", [
-    ("https://github.com/a/b", "https://github.com/a/b"),
-    ("https://github.com/a/b.git", "https://github.com/a/b"),
-    ("https://gitlab.com/group/repo/", "https://gitlab.com/group/repo"),
-    ("none", None),
-])
+@pytest.mark.parametrize(
+    "value, expected",
+    [
+        ("https://github.com/a/b", "https://github.com/a/b"),
+        ("https://github.com/a/b.git", "https://github.com/a/b"),
+        ("https://gitlab.com/group/repo/", "https://gitlab.com/group/repo"),
+        ("none", None),
+    ],
+)
 def test_address_from_the_environment(monkeypatch, value, expected):
     monkeypatch.setenv("TL_REPOSITORY_URL", value)
     assert launch_config.repository_url() == expected
 
 
-@pytest.mark.parametrize("value", ["http://github.com/a/b", "https://user:token@github.com/a/b", "git@github.com:a/b.git",
-                                   "/srv/git/repo", "https://github.com/a"])
+@pytest.mark.parametrize(
+    "value",
+    [
+        "http://github.com/a/b",
+        "https://user:token@github.com/a/b",
+        "git@github.com:a/b.git",
+        "/srv/git/repo",
+        "https://github.com/a",
+    ],
+)
 def test_an_address_that_is_not_public_https_is_refused(monkeypatch, value):
     monkeypatch.setenv("TL_REPOSITORY_URL", value)
     with pytest.raises(ValueError, match="public https address"):
@@ -73,9 +91,15 @@ def test_git_remote_is_used_only_when_public_https(monkeypatch, tmp_path):
     monkeypatch.setattr(launch_config, "ROOT", tmp_path)
     subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
     assert launch_config.repository_url() is None  # no remote
-    subprocess.run(["git", "-C", str(tmp_path), "remote", "add", "origin", "git@github.com:a/b.git"], check=True)
+    subprocess.run(
+        ["git", "-C", str(tmp_path), "remote", "add", "origin", "git@github.com:a/b.git"],
+        check=True,
+    )
     assert launch_config.repository_url() is None  # ssh
-    subprocess.run(["git", "-C", str(tmp_path), "remote", "set-url", "origin", "https://github.com/a/b.git"], check=True)
+    subprocess.run(
+        ["git", "-C", str(tmp_path), "remote", "set-url", "origin", "https://github.com/a/b.git"],
+        check=True,
+    )
     assert launch_config.repository_url() == "https://github.com/a/b"
 
 
@@ -93,10 +117,15 @@ def test_build_with_an_address_gives_every_chapter_buttons_to_the_real_notebook(
         assert target.startswith("lab/tree/")
         c_path = urlparse(colab_links[0]).path
         assert c_path.startswith(f"/github/{owner_repo}/blob/main/"), colab_links[0]
-        for rel in (target.removeprefix("lab/tree/"), c_path.removeprefix(f"/github/{owner_repo}/blob/main/")):
+        for rel in (
+            target.removeprefix("lab/tree/"),
+            c_path.removeprefix(f"/github/{owner_repo}/blob/main/"),
+        ):
             assert rel == f"notebooks/{stem}.ipynb", rel
             assert (ROOT / rel).is_file() and not (ROOT / rel).is_symlink()
-    assert not _launch_links((site / "intro.html").read_text(encoding="utf-8"))  # pages that are not notebooks
+    assert not _launch_links(
+        (site / "intro.html").read_text(encoding="utf-8")
+    )  # pages that are not notebooks
 
 
 def test_build_without_an_address_has_no_buttons(tmp_path):
@@ -115,7 +144,9 @@ def test_binder_installs_the_locked_packages_the_data_packages_and_the_package()
 
 
 def test_colab_cell_is_first_hidden_idempotent_and_does_nothing_outside_colab(tmp_path):
-    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell("# Title"), nbformat.v4.new_code_cell("x = 1")])
+    nb = nbformat.v4.new_notebook(
+        cells=[nbformat.v4.new_markdown_cell("# Title"), nbformat.v4.new_code_cell("x = 1")]
+    )
     path = tmp_path / "ch.ipynb"
     nbformat.write(nb, path)
     colab.insert(path, STAND_IN)

@@ -53,8 +53,11 @@ def char_checkpoint(tmp_path_factory) -> Path:
 
     torch.manual_seed(0)
     vocab = sorted(set("ROMEO\nJULIET To be, or not to be: that is the question."))
-    model = tl.DecoderOnlyTransformer(tl.DecoderOnlyConfig(vocab_size=len(vocab), max_len=32, d_model=32, n_heads=4,
-                                                           n_layers=2, d_ff=64))
+    model = tl.DecoderOnlyTransformer(
+        tl.DecoderOnlyConfig(
+            vocab_size=len(vocab), max_len=32, d_model=32, n_heads=4, n_layers=2, d_ff=64
+        )
+    )
     path = tmp_path_factory.mktemp("ckpt") / "tiny.safetensors"
     save_checkpoint(path, model, extra={"vocab": vocab})
     return path
@@ -71,11 +74,17 @@ def minilm():
     return tl.load_minilm()
 
 
-SENTENCES = ["The cat sat on the mat because it was tired.", "hi",
-             "Héllo wörld, naïve café: 日本語 😀 \u200b and a (parenthesis)!", "word " * 300]
+SENTENCES = [
+    "The cat sat on the mat because it was tired.",
+    "hi",
+    "Héllo wörld, naïve café: 日本語 😀 \u200b and a (parenthesis)!",
+    "word " * 300,
+]
 
 
-@pytest.mark.parametrize("sentence", SENTENCES, ids=["cat", "two-letters", "odd-unicode", "302-tokens"])
+@pytest.mark.parametrize(
+    "sentence", SENTENCES, ids=["cat", "two-letters", "odd-unicode", "302-tokens"]
+)
 def test_minilm_graph_equals_the_encoder(exported, minilm, sentence):
     out, manifest = exported
     encoder, tokenizer = minilm
@@ -118,7 +127,9 @@ def test_char_graph_equals_the_model_on_padded_input(exported, char_checkpoint):
         padded = torch.zeros((1, entry["fixed_len"]), dtype=torch.long)
         padded[:, :L] = ids
         with torch.no_grad():
-            logits, attentions = model(ids, return_attentions=True)  # (1, L, V), n_layers x (1, H, L, L)
+            logits, attentions = model(
+                ids, return_attentions=True
+            )  # (1, L, V), n_layers x (1, H, L, L)
         o_logits, o_att = session.run(["logits", "attentions"], {"input_ids": padded.numpy()})
         np.testing.assert_allclose(o_logits[:, :L], logits.numpy(), rtol=0, atol=TOL)
         A = torch.stack(attentions, dim=1).numpy()
@@ -135,15 +146,17 @@ def test_char_graph_greedy_generation_equals_generate(exported, char_checkpoint)
     vocab = meta["vocab"]
     prompt = [vocab.index(c) for c in "ROMEO\n" if c in vocab] or [0]
     n_new = min(20, model.config.max_len - len(prompt) + 1)
-    expected = model.generate(torch.tensor([prompt]), n_new, temperature=0.0)[0, len(prompt):].tolist()
+    expected = model.generate(torch.tensor([prompt]), n_new, temperature=0.0)[
+        0, len(prompt) :
+    ].tolist()
     ids = list(prompt)
     for _ in range(n_new):
-        window = ids[-entry["fixed_len"]:]
+        window = ids[-entry["fixed_len"] :]
         padded = np.zeros((1, entry["fixed_len"]), dtype=np.int64)
-        padded[0, :len(window)] = window
+        padded[0, : len(window)] = window
         (logits,) = session.run(["logits"], {"input_ids": padded})
         ids.append(int(np.argmax(logits[0, len(window) - 1])))
-    assert ids[len(prompt):] == expected
+    assert ids[len(prompt) :] == expected
 
 
 def test_export_is_skipped_when_up_to_date_and_redone_when_stale(exported, char_checkpoint):
@@ -153,12 +166,16 @@ def test_export_is_skipped_when_up_to_date_and_redone_when_stale(exported, char_
     stale = dict(manifest, source_key="0" * 64)
     (out / "manifest.json").write_text(json.dumps(stale))
     assert export_onnx.source_key(char_checkpoint) == manifest["source_key"]
-    assert json.loads((out / "manifest.json").read_text())["source_key"] != export_onnx.source_key(char_checkpoint)
+    assert json.loads((out / "manifest.json").read_text())["source_key"] != export_onnx.source_key(
+        char_checkpoint
+    )
     (out / "manifest.json").write_text(json.dumps(manifest))  # restore for other tests
 
 
 def test_export_without_checkpoint_gives_minilm_only(tmp_path, monkeypatch):
-    monkeypatch.setattr(export_onnx, "export_minilm", lambda out_dir: {"file": "minilm.onnx", "bytes": 0})
+    monkeypatch.setattr(
+        export_onnx, "export_minilm", lambda out_dir: {"file": "minilm.onnx", "bytes": 0}
+    )
     manifest = export_onnx.export_all(tmp_path, tmp_path / "missing.safetensors", force=True)
     assert manifest["charlm"] is None and manifest["minilm"]["file"] == "minilm.onnx"
 

@@ -24,9 +24,14 @@ from transformer_lite.book.ngram import CharNGram, absolute_discount
 #   p2(a|b) = (1 - 1/3)/1 + (1/3)(1/1)(11/24) = 2/3 + 11/72 = 59/72
 #   p2(x|c) = p1(x): context c never seen.
 HAND = {
-    ("", "a"): Fraction(11, 24), ("", "c"): Fraction(1, 12),
-    ("a", "b"): Fraction(131, 144), ("a", "a"): Fraction(11, 144), ("a", "c"): Fraction(2, 144),
-    ("b", "a"): Fraction(59, 72), ("c", "c"): Fraction(1, 12), ("c", "a"): Fraction(11, 24),
+    ("", "a"): Fraction(11, 24),
+    ("", "c"): Fraction(1, 12),
+    ("a", "b"): Fraction(131, 144),
+    ("a", "a"): Fraction(11, 144),
+    ("a", "c"): Fraction(2, 144),
+    ("b", "a"): Fraction(59, 72),
+    ("c", "c"): Fraction(1, 12),
+    ("c", "a"): Fraction(11, 24),
 }
 
 
@@ -38,7 +43,10 @@ def abab():
 def test_hand_computed_probabilities(abab):
     assert abab.discounts[1:] == [0.5, pytest.approx(1 / 3)]
     for (context, char), expected in HAND.items():
-        assert abab.prob(context, char) == pytest.approx(float(expected), abs=1e-15), (context, char)
+        assert abab.prob(context, char) == pytest.approx(float(expected), abs=1e-15), (
+            context,
+            char,
+        )
 
 
 def test_hand_computed_cross_entropy(abab):
@@ -48,7 +56,8 @@ def test_hand_computed_cross_entropy(abab):
     assert abab.cross_entropy_by_order("ab") == pytest.approx([order1, order2], abs=1e-15)
     # first=1: only 'b' is predicted, still from the context 'a'
     assert abab.cross_entropy_by_order("ab", first=1) == pytest.approx(
-        [-math.log(11 / 24), -math.log(131 / 144)], abs=1e-15)
+        [-math.log(11 / 24), -math.log(131 / 144)], abs=1e-15
+    )
 
 
 def test_counts_and_discount():
@@ -92,6 +101,9 @@ def test_distributions_sum_to_one(train, context, order):
 def test_cross_entropy_is_mean_of_per_character_losses(train, test, order, data):
     model = CharNGram(train, order=order, vocab="abcd")
     first = data.draw(st.integers(0, len(test) - 1))
-    by_hand = [-math.log(model.prob(test[max(0, t - order + 1) : t], test[t])) for t in range(first, len(test))]
+    by_hand = [
+        -math.log(model.prob(test[max(0, t - order + 1) : t], test[t]))
+        for t in range(first, len(test))
+    ]
     expected = sum(by_hand) / len(by_hand)
     assert model.cross_entropy_by_order(test, first=first)[-1] == pytest.approx(expected, rel=1e-12)

@@ -16,7 +16,11 @@ CHAPTERS = sorted((ROOT / "notebooks").glob("*.ipynb"))
 
 
 def _code_cells(path):
-    return [c for c in json.loads(path.read_text())["cells"] if c["cell_type"] == "code" and "".join(c["source"]).strip()]
+    return [
+        c
+        for c in json.loads(path.read_text())["cells"]
+        if c["cell_type"] == "code" and "".join(c["source"]).strip()
+    ]
 
 
 @pytest.mark.parametrize("path", CHAPTERS, ids=lambda p: p.stem)
@@ -35,7 +39,8 @@ def test_no_stderr_reaches_the_book(path):
         if stderr:
             tags = cell["metadata"].get("tags", [])
             assert "remove-stderr" in tags and "nbval-ignore-output" in tags, (
-                f"{path.name}: a cell prints to stderr, which the book would show: {stderr[:200]!r}")
+                f"{path.name}: a cell prints to stderr, which the book would show: {stderr[:200]!r}"
+            )
 
 
 @pytest.mark.parametrize("path", CHAPTERS, ids=lambda p: p.stem)
@@ -43,7 +48,8 @@ def test_test_markers_are_tags_not_comments(path):
     """nbval reads markers from cell tags too; a ``# NBVAL_...`` comment would be shown to readers."""
     for cell in _code_cells(path):
         assert "NBVAL_" not in "".join(cell["source"]), (
-            f"{path.name}: use a cell tag (nbval-ignore-output, nbval-skip, ...) instead of a comment")
+            f"{path.name}: use a cell tag (nbval-ignore-output, nbval-skip, ...) instead of a comment"
+        )
 
 
 @pytest.mark.parametrize("path", CHAPTERS, ids=lambda p: p.stem)
@@ -51,10 +57,14 @@ def test_every_figure_has_alt_text(path):
     for cell in _code_cells(path):
         if any("image/png" in o.get("data", {}) for o in cell["outputs"]):
             alt = cell["metadata"].get("mystnb", {}).get("image", {}).get("alt", "")
-            assert len(alt.strip()) > 20, f"{path.name}: a figure without alt text: {''.join(cell['source'])[:80]!r}"
+            assert len(alt.strip()) > 20, (
+                f"{path.name}: a figure without alt text: {''.join(cell['source'])[:80]!r}"
+            )
 
 
 def test_every_chapter_is_in_the_table_of_contents():
     toc = (ROOT / "book" / "_toc.yml").read_text()
-    listed = {line.split("file:")[1].strip() for line in toc.splitlines() if "file: notebooks/" in line}
+    listed = {
+        line.split("file:")[1].strip() for line in toc.splitlines() if "file: notebooks/" in line
+    }
     assert listed == {f"notebooks/{p.stem}" for p in CHAPTERS}

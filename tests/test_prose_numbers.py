@@ -29,16 +29,27 @@ ALLOWED: dict[str, list[str]] = {
     "03": ["standard deviation 0.02"],  # the initialization of learned tables, set in the package
     "04": [
         r"$3 \times 10^{-3}$",  # a peak learning rate: a hyperparameter of the training cell
-        "falls below 1.2",                     # the plateau threshold the code sets (PLATEAU_EXIT)
+        "falls below 1.2",  # the plateau threshold the code sets (PLATEAU_EXIT)
     ],
     "05": [r"rises linearly to $2 \times 10^{-3}$"],  # the peak learning rate, a hyperparameter
     "06": [
         # spectral radii and input scales the chapter chooses, and powers of them written as math
-        "radius 0.9", "radius 1.0", "radius 1.1", "radius 1.5", "for 1.0 and", "for 1.1.",
-        "$0.9^{60}", "$1.1^{60}", "$1.1^{20}", "$0.5^{10}", "$w = 0.5$", "standard deviation 0.01",
-        r"\rVert = 1.1$", r"W_{hh} = 1.1\, Q",
+        "radius 0.9",
+        "radius 1.0",
+        "radius 1.1",
+        "radius 1.5",
+        "for 1.0 and",
+        "for 1.1.",
+        "$0.9^{60}",
+        "$1.1^{60}",
+        "$1.1^{20}",
+        "$0.5^{10}",
+        "$w = 0.5$",
+        "standard deviation 0.01",
+        r"\rVert = 1.1$",
+        r"W_{hh} = 1.1\, Q",
         r"z_t \approx 0.5",  # sigma(0) = 1/2: the GRU's gates at initialization
-        "Sec. 2.1",           # a section number of the cited paper
+        "Sec. 2.1",  # a section number of the cited paper
     ],
     # exact arithmetic on the exercise's own sizes (8 x 12 x 2048^2 x 4 bytes), printed by its solution cell
     "07": ["exactly 1.5 GiB"],
@@ -49,11 +60,12 @@ _GLUE = re.compile(r"\{glue(?::\w+)?\}`[^`]*`")
 _INLINE_CODE = re.compile(r"(?<!`)`[^`\n]+`(?!`)")
 _TYPED = re.compile(
     r"(?<![\w.{])(?:"
-    r"\d+(?:\.\d+)?\s*\\?%"                                  # 24 %, 86.9%, 5\%
-    r"|\d+(?:\.\d+)?\s*\\times\s*10\^\{?-?\d+\}?"            # 1.2\times10^{-7}
-    r"|\d+(?:\.\d+)?[eE]-?\d+"                               # 3e-08
-    r"|\d+\.\d+"                                             # 0.42
-    r")")
+    r"\d+(?:\.\d+)?\s*\\?%"  # 24 %, 86.9%, 5\%
+    r"|\d+(?:\.\d+)?\s*\\times\s*10\^\{?-?\d+\}?"  # 1.2\times10^{-7}
+    r"|\d+(?:\.\d+)?[eE]-?\d+"  # 3e-08
+    r"|\d+\.\d+"  # 0.42
+    r")"
+)
 
 
 def typed_numbers(markdown: str, allowed: list[str]) -> list[str]:
@@ -67,7 +79,10 @@ def typed_numbers(markdown: str, allowed: list[str]) -> list[str]:
 
 def test_the_detector_finds_what_it_should():
     assert typed_numbers("alignment 86.9% and 24 %; loss 1.800", []) == ["86.9%", "24 %", "1.800"]
-    assert typed_numbers(r"gaps of $1.2\times10^{-7}$ and 3e-08", []) == [r"1.2\times10^{-7}", "3e-08"]
+    assert typed_numbers(r"gaps of $1.2\times10^{-7}$ and 3e-08", []) == [
+        r"1.2\times10^{-7}",
+        "3e-08",
+    ]
     assert typed_numbers("loss {glue:text}`val_loss:.3f` with `scores = [0.5, -1.0]`", []) == []
     assert typed_numbers("radius 0.9 and 0.891", ["radius 0.9"]) == ["0.891"]
     assert typed_numbers("in float32, layer 12, vaswani2017attention, section 3.2.1", []) == ["3.2"]
@@ -80,5 +95,7 @@ def test_no_typed_computed_number_in_prose(path):
     for i, cell in enumerate(json.loads(path.read_text())["cells"]):
         if cell["cell_type"] == "markdown":
             found += [f"cell {i}: {n}" for n in typed_numbers("".join(cell["source"]), allowed)]
-    assert not found, (f"{path.name}: numbers typed into the prose (glue them from the cell that computes "
-                       f"them, or, for a definition, add the phrase to ALLOWED with a reason): {found}")
+    assert not found, (
+        f"{path.name}: numbers typed into the prose (glue them from the cell that computes "
+        f"them, or, for a definition, add the phrase to ALLOWED with a reason): {found}"
+    )

@@ -114,12 +114,16 @@ def test_cached_module_equals_recomputed_rotation_bit_for_bit(dtype, interleaved
     steps = [(0, 5)] + [(s, 1) for s in range(5, 23)] + [(23, 40)]
     for offset, L in steps:
         x = torch.randn(2, 3, L, 8, generator=g, dtype=dtype)
-        expected = apply_rotary(x, torch.arange(offset, offset + L), base=500.0, interleaved=interleaved)
+        expected = apply_rotary(
+            x, torch.arange(offset, offset + L), base=500.0, interleaved=interleaved
+        )
         assert torch.equal(rope(x, offset=offset), expected)
     # and against the complex-number oracle, for the float64 case
     if dtype == torch.float64 and interleaved:
         x = torch.randn(1, 4, 8, generator=g, dtype=dtype)
-        close = torch.allclose(rope(x, offset=60), complex_rope(x, torch.arange(60, 64), base=500.0), atol=1e-12)
+        close = torch.allclose(
+            rope(x, offset=60), complex_rope(x, torch.arange(60, 64), base=500.0), atol=1e-12
+        )
         assert close
 
 

@@ -8,11 +8,12 @@ kernel, must run without an error, every checker reporting "not implemented yet"
 instead of crashing.
 """
 
-import importlib.util
 import json
 import re
+import runpy
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import nbformat
 import pytest
@@ -23,10 +24,8 @@ CHAPTERS = sorted((ROOT / "notebooks").glob("*.ipynb"))
 
 
 def _generator():
-    spec = importlib.util.spec_from_file_location("make_student_edition", ROOT / "scripts" / "make_student_edition.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    """scripts/make_student_edition.py run as a module: its functions as attributes."""
+    return SimpleNamespace(**runpy.run_path(str(ROOT / "scripts" / "make_student_edition.py")))
 
 
 def test_stub_source_replaces_only_the_marked_region():
@@ -41,15 +40,24 @@ def test_stub_source_replaces_only_the_marked_region():
 def test_markdown_is_made_readable_without_myst():
     """Hand-written case: an exercise fence, a glued value, a citation and a reference."""
     gen = _generator()
-    source = ("Solutions are hidden; try first.\n\n"
-              "```{exercise} Build a mask\n:label: ex-a\n\n**Difficulty ★.** Write it; $x$ = {glue:text}`w:.2f`.\n\n"
-              "Then check.\n```\nAs {cite}`vaswani2017attention,ba2016layer` and {ref}`ex-b` show.")
-    out = gen.readable_markdown(source, {"w": "0.4458"}, gen.parse_file(str(gen.BIB)),
-                                {"ex-b": "Exercise 1.2"}, ["Exercise 2.1"])
-    assert out == (gen.NOT_HERE + "\n\n"
-                   "> **Exercise 2.1: Build a mask**\n>\n> **Difficulty ★.** Write it; $x$ = 0.45.\n>\n"
-                   "> Then check.\n"
-                   "As (Vaswani et al., 2017; Ba et al., 2016) and Exercise 1.2 show.")
+    source = (
+        "Solutions are hidden; try first.\n\n"
+        "```{exercise} Build a mask\n:label: ex-a\n\n**Difficulty ★.** Write it; $x$ = {glue:text}`w:.2f`.\n\n"
+        "Then check.\n```\nAs {cite}`vaswani2017attention,ba2016layer` and {ref}`ex-b` show."
+    )
+    out = gen.readable_markdown(
+        source,
+        {"w": "0.4458"},
+        gen.parse_file(str(gen.BIB)),
+        {"ex-b": "Exercise 1.2"},
+        ["Exercise 2.1"],
+    )
+    assert out == (
+        gen.NOT_HERE + "\n\n"
+        "> **Exercise 2.1: Build a mask**\n>\n> **Difficulty ★.** Write it; $x$ = 0.45.\n>\n"
+        "> Then check.\n"
+        "As (Vaswani et al., 2017; Ba et al., 2016) and Exercise 1.2 show."
+    )
     assert gen.format_glue("12", "d") == "12" and gen.format_glue("'abc'", None) == "abc"
 
 
@@ -62,7 +70,9 @@ def test_student_markdown_has_no_myst_left(path):
     text = "\n".join(c.source for c in student.cells if c.cell_type == "markdown")
     for marker in ("{exercise}", "{glue", "{cite", "{ref}", "{numref}", "Solutions are hidden"):
         assert marker not in text, f"{marker!r} left in the student edition of {path.name}"
-    n_exercises = sum(c.source.count("{exercise}") for c in chapter.cells if c.cell_type == "markdown")
+    n_exercises = sum(
+        c.source.count("{exercise}") for c in chapter.cells if c.cell_type == "markdown"
+    )
     n = gen.chapter_number(path)
     boxes = re.findall(rf"^> \*\*Exercise {n}\.(\d+)", text, re.M)
     assert [int(k) for k in boxes] == list(range(1, n_exercises + 1))
@@ -79,24 +89,37 @@ def test_student_notebook_has_no_solution_and_runs(path, tmp_path):
 
     n_exercises = sum(1 for c in chapter.cells if "{exercise}" in c.source)
     n_stubs = sum(1 for c in student.cells if gen.STUB in c.source)
-    n_checks = sum(1 for c in student.cells if c.cell_type == "code" and "check_" in c.source
-                   and "import" not in c.source.splitlines()[-1])
+    n_checks = sum(
+        1
+        for c in student.cells
+        if c.cell_type == "code"
+        and "check_" in c.source
+        and "import" not in c.source.splitlines()[-1]
+    )
     assert n_exercises >= 3, f"{path.name}: expected 3-6 exercises, found {n_exercises}"
     assert n_stubs >= 1 and n_checks >= 1
 
     # Outside the exercises, the student edition is the chapter itself (checked by nbval).
-    start = next(i for i, c in enumerate(student.cells)
-                 if c.cell_type == "markdown" and c.source.lstrip().startswith("## Exercises"))
+    start = next(
+        i
+        for i, c in enumerate(student.cells)
+        if c.cell_type == "markdown" and c.source.lstrip().startswith("## Exercises")
+    )
     chapter_code = {c.source for c in chapter.cells if c.cell_type == "code"}
     for cell in student.cells[:start]:
         assert cell.cell_type != "code" or cell.source in chapter_code, (
-            f"{path.name}: a student-edition cell before the exercises differs from the chapter")
+            f"{path.name}: a student-edition cell before the exercises differs from the chapter"
+        )
     # The exercise section on its own, where the chapters run (relative paths resolve).
     exercises = nbformat.from_dict(dict(student))
     exercises.cells = student.cells[start:]
     student = exercises
-    NotebookClient(student, timeout=600, kernel_name="python3",
-                   resources={"metadata": {"path": str(ROOT / "notebooks")}}).execute()
+    NotebookClient(
+        student,
+        timeout=600,
+        kernel_name="python3",
+        resources={"metadata": {"path": str(ROOT / "notebooks")}},
+    ).execute()
     outputs = [o for c in student.cells if c.cell_type == "code" for o in c.outputs]
     errors = [o for o in outputs if o.output_type == "error"]
     assert not errors, f"{path.name}: {errors[0].ename}: {errors[0].evalue}"
@@ -107,7 +130,10 @@ def test_student_notebook_has_no_solution_and_runs(path, tmp_path):
 
 def test_command_line_writes_every_chapter(tmp_path, monkeypatch):
     gen = _generator()
-    monkeypatch.setattr(sys, "argv", ["make_student_edition.py", "--source", str(ROOT / "notebooks"),
-                                      "--output", str(tmp_path)])
+    monkeypatch.setattr(
+        sys,
+        "argv",
+        ["make_student_edition.py", "--source", str(ROOT / "notebooks"), "--output", str(tmp_path)],
+    )
     gen.main()
     assert sorted(p.name for p in tmp_path.glob("*.ipynb")) == [p.name for p in CHAPTERS]

@@ -17,12 +17,19 @@ def _content(row):
 
 
 @SETTINGS
-@given(batch=st.integers(1, 6), n_symbols=st.integers(1, 10), min_len=st.integers(1, 5), extra=st.integers(0, 4),
-       seed=st.integers(0, 10_000), task=st.sampled_from(["reverse", "sort"]))
+@given(
+    batch=st.integers(1, 6),
+    n_symbols=st.integers(1, 10),
+    min_len=st.integers(1, 5),
+    extra=st.integers(0, 4),
+    seed=st.integers(0, 10_000),
+    task=st.sampled_from(["reverse", "sort"]),
+)
 def test_reversal_batch_matches_a_list_oracle(batch, n_symbols, min_len, extra, seed, task):
     max_len = min_len + extra
-    src, tgt = tt.make_reversal_batch(batch, n_symbols, min_len, max_len, generator=torch.Generator().manual_seed(seed),
-                                      task=task)
+    src, tgt = tt.make_reversal_batch(
+        batch, n_symbols, min_len, max_len, generator=torch.Generator().manual_seed(seed), task=task
+    )
     assert src.shape == (batch, max_len) and tgt.shape == (batch, max_len + 1)
     assert src.dtype == tgt.dtype == torch.int64
     for s, t in zip(src.tolist(), tgt.tolist()):
@@ -39,7 +46,9 @@ def test_reversal_batch_is_reproducible_and_excludes_held_out():
     b = tt.make_reversal_batch(50, 3, 2, 3, generator=torch.Generator().manual_seed(0))
     assert all(torch.equal(x, y) for x, y in zip(a, b))
     held = {tuple(_content(r)) for r in a[0][:10]}  # some of the 9 + 27 possible sequences
-    src, _ = tt.make_reversal_batch(300, 3, 2, 3, generator=torch.Generator().manual_seed(1), exclude=held)
+    src, _ = tt.make_reversal_batch(
+        300, 3, 2, 3, generator=torch.Generator().manual_seed(1), exclude=held
+    )
     assert not held & {tuple(_content(r)) for r in src}
 
 
@@ -58,8 +67,14 @@ def test_shift_right_by_hand():
     tgt = torch.tensor([[5, 6, 7, 2], [8, 2, 0, 0]])
     assert tt.shift_right(tgt).tolist() == [[1, 5, 6, 7], [1, 8, 2, 0]]
     assert tt.shift_right(torch.tensor([[9]]), bos_id=4).tolist() == [[4]]
-    for bad in (torch.zeros(3, dtype=torch.long), torch.zeros(2, 3), torch.zeros(2, 0, dtype=torch.long)):
-        with pytest.raises(ValueError, match=r"shift_right: expected an integer tensor of shape \(B, T\)"):
+    for bad in (
+        torch.zeros(3, dtype=torch.long),
+        torch.zeros(2, 3),
+        torch.zeros(2, 0, dtype=torch.long),
+    ):
+        with pytest.raises(
+            ValueError, match=r"shift_right: expected an integer tensor of shape \(B, T\)"
+        ):
             tt.shift_right(bad)
 
 
@@ -71,10 +86,15 @@ def _exact_match_oracle(gen_row, tgt_row):
 
 def test_exact_match_against_a_list_oracle():
     tgt = torch.tensor([[5, 6, 2, 0], [5, 6, 2, 0], [5, 6, 2, 0], [7, 8, 9, 2], [7, 8, 9, 2]])
-    gen = torch.tensor([[1, 5, 6, 2, 2], [1, 5, 6, 7, 2], [1, 5, 6, 2, 9], [1, 7, 8, 9, 2], [1, 7, 8, 9, 9]])
+    gen = torch.tensor(
+        [[1, 5, 6, 2, 2], [1, 5, 6, 7, 2], [1, 5, 6, 2, 9], [1, 7, 8, 9, 2], [1, 7, 8, 9, 9]]
+    )
     got = tt.exact_match(gen, tgt).tolist()
-    assert got == [_exact_match_oracle(g, t) for g, t in zip(gen.tolist(), tgt.tolist())] == [True, False, True,
-                                                                                                 True, False]
+    assert (
+        got
+        == [_exact_match_oracle(g, t) for g, t in zip(gen.tolist(), tgt.tolist())]
+        == [True, False, True, True, False]
+    )
     short = torch.tensor([[1, 5]])  # generation stopped early: too short to contain the target
     assert tt.exact_match(short, torch.tensor([[5, 6, 2]])).tolist() == [False]
     with pytest.raises(ValueError, match="exact_match"):
@@ -96,9 +116,16 @@ def test_mirror_positions_and_alignment_accuracy():
 
 
 @SETTINGS
-@given(batch=st.integers(1, 5), seq_len=st.integers(1, 9), n_symbols=st.integers(1, 7), seed=st.integers(0, 999))
+@given(
+    batch=st.integers(1, 5),
+    seq_len=st.integers(1, 9),
+    n_symbols=st.integers(1, 7),
+    seed=st.integers(0, 999),
+)
 def test_histogram_counts_match_list_count(batch, seq_len, n_symbols, seed):
-    ids, counts = tt.make_histogram_batch(batch, seq_len, n_symbols, generator=torch.Generator().manual_seed(seed))
+    ids, counts = tt.make_histogram_batch(
+        batch, seq_len, n_symbols, generator=torch.Generator().manual_seed(seed)
+    )
     assert ids.shape == counts.shape == (batch, seq_len)
     for row, c in zip(ids.tolist(), counts.tolist()):
         assert c == [row.count(v) for v in row]
@@ -122,31 +149,50 @@ def test_symbols_round_trip_and_errors():
 # Delayed recall. Oracles: the answer read off each row as a Python list; models written by hand that read the
 # answer (or a wrong position) directly, whose accuracy is known without any training.
 
+
 @SETTINGS
-@given(batch=st.integers(1, 5), lag=st.integers(1, 9), extra=st.integers(0, 4), n_symbols=st.integers(2, 9),
-       seed=st.integers(0, 999))
-def test_delayed_recall_answer_is_the_token_lag_steps_before_the_last(batch, lag, extra, n_symbols, seed):
+@given(
+    batch=st.integers(1, 5),
+    lag=st.integers(1, 9),
+    extra=st.integers(0, 4),
+    n_symbols=st.integers(2, 9),
+    seed=st.integers(0, 999),
+)
+def test_delayed_recall_answer_is_the_token_lag_steps_before_the_last(
+    batch, lag, extra, n_symbols, seed
+):
     length = lag + 1 + extra
-    tokens, answers = tt.make_delayed_recall_batch(batch, lag, n_symbols, length,
-                                                   generator=torch.Generator().manual_seed(seed))
+    tokens, answers = tt.make_delayed_recall_batch(
+        batch, lag, n_symbols, length, generator=torch.Generator().manual_seed(seed)
+    )
     assert tokens.shape == (batch, length) and answers.shape == (batch,)
     assert tokens.dtype == answers.dtype == torch.int64
     for row, answer in zip(tokens.tolist(), answers.tolist()):
         assert all(0 <= v < n_symbols for v in row)
-        assert answer == row[::-1][lag]  # the last token is row[::-1][0]; lag steps back is row[::-1][lag]
+        assert (
+            answer == row[::-1][lag]
+        )  # the last token is row[::-1][0]; lag steps back is row[::-1][lag]
 
 
 def test_delayed_recall_default_length_puts_the_answer_first_and_is_reproducible():
-    tokens, answers = tt.make_delayed_recall_batch(200, 5, 4, generator=torch.Generator().manual_seed(3))
+    tokens, answers = tt.make_delayed_recall_batch(
+        200, 5, 4, generator=torch.Generator().manual_seed(3)
+    )
     assert tokens.shape == (200, 6) and torch.equal(answers, tokens[:, 0])
     again = tt.make_delayed_recall_batch(200, 5, 4, generator=torch.Generator().manual_seed(3))
     assert torch.equal(tokens, again[0]) and torch.equal(answers, again[1])
     assert set(tokens.flatten().tolist()) == {0, 1, 2, 3}  # every symbol is drawn
 
 
-@pytest.mark.parametrize("kwargs, name", [(dict(lag=0), "lag"), (dict(lag=3, length=3), "length"),
-                                          (dict(lag=2, n_symbols=1), "n_symbols"), (dict(lag=2, batch_size=0),
-                                                                                    "batch_size")])
+@pytest.mark.parametrize(
+    "kwargs, name",
+    [
+        (dict(lag=0), "lag"),
+        (dict(lag=3, length=3), "length"),
+        (dict(lag=2, n_symbols=1), "n_symbols"),
+        (dict(lag=2, batch_size=0), "batch_size"),
+    ],
+)
 def test_delayed_recall_errors(kwargs, name):
     args = dict(batch_size=2) | kwargs
     with pytest.raises(ValueError, match=f"make_delayed_recall_batch: expected {name}"):
@@ -162,22 +208,34 @@ class _Reader(torch.nn.Module):
         self.unused = torch.nn.Parameter(torch.zeros(()))  # something for the optimiser to hold
 
     def forward(self, ids):  # (B, L) -> (B, L, V)
-        source = torch.roll(ids, self.read_back, dims=1)  # source[:, t] = ids[:, t - read_back] (wrapping)
+        source = torch.roll(
+            ids, self.read_back, dims=1
+        )  # source[:, t] = ids[:, t - read_back] (wrapping)
         return 100.0 * torch.nn.functional.one_hot(source, self.n_symbols).double() + self.unused
 
 
 @pytest.mark.parametrize("lag, length", [(1, None), (4, None), (3, 9)])
 def test_train_delayed_recall_scores_a_perfect_reader_one(lag, length):
-    assert tt.train_delayed_recall(_Reader(lag, 5), lag, steps=2, n_symbols=5, length=length, seed=7,
-                                   n_eval=300) == 1.0
+    assert (
+        tt.train_delayed_recall(
+            _Reader(lag, 5), lag, steps=2, n_symbols=5, length=length, seed=7, n_eval=300
+        )
+        == 1.0
+    )
 
 
 @pytest.mark.parametrize("lag, length", [(1, 3), (4, 6), (3, 9)])
 def test_train_delayed_recall_scores_a_wrong_reader_by_coincidence(lag, length):
     # reading one step too far back is right exactly where the two tokens coincide in the held-out sequences
-    tokens, answers = tt.make_delayed_recall_batch(300, lag, 5, length, torch.Generator().manual_seed(7 + 10_000))
-    coincide = sum(row[::-1][lag + 1] == a for row, a in zip(tokens.tolist(), answers.tolist())) / 300
-    got = tt.train_delayed_recall(_Reader(lag + 1, 5), lag, steps=2, n_symbols=5, length=length, seed=7, n_eval=300)
+    tokens, answers = tt.make_delayed_recall_batch(
+        300, lag, 5, length, torch.Generator().manual_seed(7 + 10_000)
+    )
+    coincide = (
+        sum(row[::-1][lag + 1] == a for row, a in zip(tokens.tolist(), answers.tolist())) / 300
+    )
+    got = tt.train_delayed_recall(
+        _Reader(lag + 1, 5), lag, steps=2, n_symbols=5, length=length, seed=7, n_eval=300
+    )
     assert got == pytest.approx(coincide)
     assert got < 0.5
 
@@ -185,4 +243,8 @@ def test_train_delayed_recall_scores_a_wrong_reader_by_coincidence(lag, length):
 def test_train_delayed_recall_learns_a_short_lag():
     torch.manual_seed(0)
     from transformer_lite import GRULanguageModel
-    assert tt.train_delayed_recall(GRULanguageModel(4, 16), lag=1, steps=150, n_symbols=4, lr=1e-2) > 0.95
+
+    assert (
+        tt.train_delayed_recall(GRULanguageModel(4, 16), lag=1, steps=150, n_symbols=4, lr=1e-2)
+        > 0.95
+    )

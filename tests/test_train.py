@@ -6,8 +6,6 @@ must give identical logits; the GRU parameter formula against a real module;
 ``python -m transformer_lite.training.train --help`` in a subprocess.
 """
 
-import copy
-import importlib.util
 import json
 import math
 import subprocess
@@ -25,8 +23,8 @@ from transformer_lite.training.train import (
     evaluate,
     gru_width_matching,
     learning_rate,
-    load_checkpoint,
     lm_loss,
+    load_checkpoint,
     main,
     save_checkpoint,
     train,
@@ -40,7 +38,9 @@ def test_learning_rate_schedule_by_hand():
     lrs = [learning_rate(s, cfg) for s in range(11)]
     assert lrs[:4] == pytest.approx([0.25, 0.5, 0.75, 1.0])  # linear warm-up, peak at the end of it
     # cosine over steps 4..10 (p = 0, 1/6, ..., 1): min_lr + 0.9 * (1 + cos(pi p)) / 2
-    assert lrs[4:] == pytest.approx([0.1 + 0.45 * (1 + math.cos(math.pi * k / 6)) for k in range(7)])
+    assert lrs[4:] == pytest.approx(
+        [0.1 + 0.45 * (1 + math.cos(math.pi * k / 6)) for k in range(7)]
+    )
     assert lrs[-1] == pytest.approx(0.1) and all(a >= b for a, b in zip(lrs[3:], lrs[4:]))
     no_warmup = TrainConfig(steps=3, lr=2.0, min_lr=0.0, warmup_steps=0)
     assert [learning_rate(s, no_warmup) for s in range(3)] == pytest.approx([2.0, 1.0, 0.0])
@@ -58,8 +58,11 @@ def test_lm_loss_by_hand():
 
 def tiny_model(seed=0):
     torch.manual_seed(seed)
-    return DecoderOnlyTransformer(DecoderOnlyConfig(vocab_size=7, max_len=16, d_model=16, n_heads=2, n_layers=1,
-                                                    d_ff=32, dropout=0.1))
+    return DecoderOnlyTransformer(
+        DecoderOnlyConfig(
+            vocab_size=7, max_len=16, d_model=16, n_heads=2, n_layers=1, d_ff=32, dropout=0.1
+        )
+    )
 
 
 def periodic_ids(n=600):
@@ -67,8 +70,17 @@ def periodic_ids(n=600):
 
 
 def test_train_is_seeded_and_learns():
-    cfg = TrainConfig(steps=40, batch_size=8, context=16, lr=1e-2, min_lr=1e-3, warmup_steps=5, eval_every=20,
-                      eval_batches=2, seed=3)
+    cfg = TrainConfig(
+        steps=40,
+        batch_size=8,
+        context=16,
+        lr=1e-2,
+        min_lr=1e-3,
+        warmup_steps=5,
+        eval_every=20,
+        eval_batches=2,
+        seed=3,
+    )
     ids = periodic_ids()
     runs = []
     for _ in range(2):
@@ -77,7 +89,9 @@ def test_train_is_seeded_and_learns():
         runs.append((train(model, ids, ids, cfg, progress=False), model))
     (h1, m1), (h2, m2) = runs
     assert h1.step_loss == h2.step_loss and h1.val_loss == h2.val_loss, "one seed must give one run"
-    assert h1.eval_steps == [20, 40] and len(h1.step_loss) == len(h1.lrs) == len(h1.grad_norms) == 40
+    assert (
+        h1.eval_steps == [20, 40] and len(h1.step_loss) == len(h1.lrs) == len(h1.grad_norms) == 40
+    )
     assert h1.lrs == [learning_rate(s, cfg) for s in range(40)]
     assert h1.val_loss[-1] < 0.5 * before, f"validation loss {before:.3f} -> {h1.val_loss[-1]:.3f}"
     assert m1.training
@@ -86,18 +100,26 @@ def test_train_is_seeded_and_learns():
 
 @pytest.mark.parametrize("kind", ["transformer", "gru"])
 def test_checkpoint_round_trip(tmp_path, kind):
-    model = tiny_model(1) if kind == "transformer" else GRULanguageModel(7, 10, n_layers=2, dropout=0.1)
+    model = (
+        tiny_model(1) if kind == "transformer" else GRULanguageModel(7, 10, n_layers=2, dropout=0.1)
+    )
     tied = model.lm_head.weight is model.token_embedding.weight
     assert tied == (kind == "transformer")  # the defaults: tied transformer, untied GRU
     with torch.no_grad():
         for p in model.parameters():
             p.add_(torch.randn_like(p) * 0.1)
-    path = save_checkpoint(tmp_path / "sub" / "model.safetensors", model, extra={"vocab": list("abcdefg")})
-    assert path.read_bytes()[8:9] == b"{", "a safetensors file starts with a length and a JSON header"
+    path = save_checkpoint(
+        tmp_path / "sub" / "model.safetensors", model, extra={"vocab": list("abcdefg")}
+    )
+    assert path.read_bytes()[8:9] == b"{", (
+        "a safetensors file starts with a length and a JSON header"
+    )
     loaded, meta = load_checkpoint(path)
     assert meta["model"] == kind and meta["vocab"] == list("abcdefg") and not loaded.training
     assert type(loaded) is type(model)
-    assert (loaded.lm_head.weight is loaded.token_embedding.weight) == tied, "the tie (or its absence) survives"
+    assert (loaded.lm_head.weight is loaded.token_embedding.weight) == tied, (
+        "the tie (or its absence) survives"
+    )
     ids = torch.randint(0, 7, (2, 9))
     torch.testing.assert_close(loaded(ids), model.eval()(ids), atol=0, rtol=0)
 
@@ -124,15 +146,30 @@ def test_gru_width_matching(n_layers, tie):
         n = GRULanguageModel(78, width, n_layers=n_layers, tie_embeddings=tie).num_parameters()
         assert gru_width_matching(n, 78, n_layers, tie_embeddings=tie) == width
     width = gru_width_matching(423_168, 78, 2)  # the chapter's transformer
-    counts = [GRULanguageModel(78, w, n_layers=2).num_parameters() for w in (width - 1, width, width + 1)]
+    counts = [
+        GRULanguageModel(78, w, n_layers=2).num_parameters() for w in (width - 1, width, width + 1)
+    ]
     assert abs(counts[1] - 423_168) == min(abs(c - 423_168) for c in counts)
 
 
 def test_cli_help_exits_zero():
-    result = subprocess.run([sys.executable, "-m", "transformer_lite.training.train", "--help"], cwd=ROOT,
-                            capture_output=True, text=True, timeout=120)
+    result = subprocess.run(
+        [sys.executable, "-m", "transformer_lite.training.train", "--help"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert result.returncode == 0, result.stderr
-    for option in ("--model", "--steps", "--lr", "--batch-size", "--context", "--out-dir", "--d-model"):
+    for option in (
+        "--model",
+        "--steps",
+        "--lr",
+        "--batch-size",
+        "--context",
+        "--out-dir",
+        "--d-model",
+    ):
         assert option in result.stdout
 
 
@@ -143,13 +180,39 @@ def test_cli_tiny_run_writes_checkpoint_history_and_sample(tmp_path, capsys):
         play_paths()
     except FileNotFoundError as e:
         pytest.skip(str(e))
-    argv = ["--model", "gru", "--steps", "3", "--batch-size", "2", "--context", "16", "--d-model", "16",
-            "--n-heads", "2", "--n-layers", "1", "--eval-every", "2", "--eval-batches", "1", "--sample-length", "30",
-            "--out-dir", str(tmp_path), "--no-progress"]
+    argv = [
+        "--model",
+        "gru",
+        "--steps",
+        "3",
+        "--batch-size",
+        "2",
+        "--context",
+        "16",
+        "--d-model",
+        "16",
+        "--n-heads",
+        "2",
+        "--n-layers",
+        "1",
+        "--eval-every",
+        "2",
+        "--eval-batches",
+        "1",
+        "--sample-length",
+        "30",
+        "--out-dir",
+        str(tmp_path),
+        "--no-progress",
+    ]
     assert main(argv) == 0
     history = json.loads((tmp_path / "history.json").read_text())
     assert history["eval_steps"] == [2, 3] and len(history["step_loss"]) == 3
-    assert len((tmp_path / "sample.txt").read_text()) == 31  # the one-character prompt and 30 new ones
+    assert (
+        len((tmp_path / "sample.txt").read_text()) == 31
+    )  # the one-character prompt and 30 new ones
     model, meta = load_checkpoint(tmp_path / "model.safetensors")
-    assert meta["model"] == "gru" and len(meta["vocab"]) == 78 and meta["train_config"]["steps"] == 3
+    assert (
+        meta["model"] == "gru" and len(meta["vocab"]) == 78 and meta["train_config"]["steps"] == 3
+    )
     assert "validation loss" in capsys.readouterr().out

@@ -23,7 +23,9 @@ import subprocess
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-PUBLIC_HTTPS = re.compile(r"^https://(?P<host>[A-Za-z0-9.-]+\.[A-Za-z]{2,})/(?P<owner>[\w.-]+)/(?P<repo>[\w.-]+?)(?:\.git)?/?$")
+PUBLIC_HTTPS = re.compile(
+    r"^https://(?P<host>[A-Za-z0-9.-]+\.[A-Za-z]{2,})/(?P<owner>[\w.-]+)/(?P<repo>[\w.-]+?)(?:\.git)?/?$"
+)
 BINDER = "https://mybinder.org"
 COLAB = "https://colab.research.google.com"
 
@@ -36,12 +38,19 @@ def repository_url() -> str | None:
             return None
         candidate = env.strip()
         if not PUBLIC_HTTPS.match(candidate):
-            raise ValueError(f"TL_REPOSITORY_URL: expected a public https address https://HOST/OWNER/REPO, "
-                             f"received {candidate!r}")
+            raise ValueError(
+                f"TL_REPOSITORY_URL: expected a public https address https://HOST/OWNER/REPO, "
+                f"received {candidate!r}"
+            )
     else:
         try:
-            candidate = subprocess.run(["git", "remote", "get-url", "origin"], cwd=ROOT, capture_output=True,
-                                       text=True, timeout=10).stdout.strip()
+            candidate = subprocess.run(
+                ["git", "remote", "get-url", "origin"],
+                cwd=ROOT,
+                capture_output=True,
+                text=True,
+                timeout=10,
+            ).stdout.strip()
         except (OSError, subprocess.SubprocessError):
             return None
     m = PUBLIC_HTTPS.match(candidate)
@@ -62,8 +71,11 @@ def _configure(app, config) -> None:
     opts["repository_url"] = url
     opts["repository_branch"] = os.environ.get("TL_REPOSITORY_BRANCH", "").strip() or "main"
     opts["path_to_docs"] = ""
-    launch.update(binderhub_url=BINDER, notebook_interface="jupyterlab",
-                  colab_url=COLAB if url.startswith("https://github.com/") else "")
+    launch.update(
+        binderhub_url=BINDER,
+        notebook_interface="jupyterlab",
+        colab_url=COLAB if url.startswith("https://github.com/") else "",
+    )
     opts["launch_buttons"] = launch
     config.html_theme_options = opts
 

@@ -39,8 +39,13 @@ NODE = ROOT / "node_modules"
 VENDOR = {  # served name -> installed file
     "ort.wasm.min.js": NODE / "onnxruntime-web" / "dist" / "ort.wasm.min.js",
     "ort-wasm-simd-threaded.mjs": NODE / "onnxruntime-web" / "dist" / "ort-wasm-simd-threaded.mjs",
-    "ort-wasm-simd-threaded.wasm": NODE / "onnxruntime-web" / "dist" / "ort-wasm-simd-threaded.wasm",
-    "README-onnxruntime-web.md": NODE / "onnxruntime-web" / "README.md",  # the package ships no LICENSE file (MIT)
+    "ort-wasm-simd-threaded.wasm": NODE
+    / "onnxruntime-web"
+    / "dist"
+    / "ort-wasm-simd-threaded.wasm",
+    "README-onnxruntime-web.md": NODE
+    / "onnxruntime-web"
+    / "README.md",  # the package ships no LICENSE file (MIT)
     "tokenizers.min.mjs": NODE / "@huggingface" / "tokenizers" / "dist" / "tokenizers.min.mjs",
     "LICENSE-huggingface-tokenizers.txt": NODE / "@huggingface" / "tokenizers" / "LICENSE",
 }
@@ -54,7 +59,9 @@ def checkpoint_path() -> Path:
 
 
 def _exporter():
-    spec = importlib.util.spec_from_file_location("tl_export_onnx", ROOT / "scripts" / "export_onnx.py")
+    spec = importlib.util.spec_from_file_location(
+        "tl_export_onnx", ROOT / "scripts" / "export_onnx.py"
+    )
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
@@ -63,16 +70,22 @@ def _exporter():
 def _export(app) -> None:
     missing = [str(p.relative_to(ROOT)) for p in VENDOR.values() if not p.is_file()]
     if missing:
-        LOG.warning(f"live_models: {missing[0]} is missing: run `npm ci` in {ROOT} (make book does)")
+        LOG.warning(
+            f"live_models: {missing[0]} is missing: run `npm ci` in {ROOT} (make book does)"
+        )
     ckpt = checkpoint_path()
     if not ckpt.is_file():
-        LOG.info(f"live_models: no chapter-8 checkpoint at {ckpt}; the generation widget will say so")
+        LOG.info(
+            f"live_models: no chapter-8 checkpoint at {ckpt}; the generation widget will say so"
+        )
     manifest = _exporter().export_all(EXPORT_DIR, ckpt if ckpt.is_file() else None)
     app.tl_live_manifest = manifest
     runtime = sum(p.stat().st_size for p in VENDOR.values() if p.is_file())
-    app.tl_live_sizes = {"runtime": runtime,
-                         "minilm": manifest["minilm"]["bytes"] + (EXPORT_DIR / "tokenizer.json").stat().st_size,
-                         "charlm": manifest["charlm"]["bytes"] if manifest.get("charlm") else 0}
+    app.tl_live_sizes = {
+        "runtime": runtime,
+        "minilm": manifest["minilm"]["bytes"] + (EXPORT_DIR / "tokenizer.json").stat().st_size,
+        "charlm": manifest["charlm"]["bytes"] if manifest.get("charlm") else 0,
+    }
 
 
 def _add_assets(app, pagename, templatename, context, doctree) -> None:

@@ -30,7 +30,9 @@ def _trim_mathjax(mathjax: Path) -> None:
         return
     keep = [mathjax / k for k in MATHJAX_KEEP]
     for path in sorted(mathjax.rglob("*"), key=lambda p: -len(p.parts)):
-        if any(path == k or k in path.parents for k in keep) or any(path in k.parents for k in keep):
+        if any(path == k or k in path.parents for k in keep) or any(
+            path in k.parents for k in keep
+        ):
             continue
         if path.is_dir():
             shutil.rmtree(path, ignore_errors=True)
@@ -68,5 +70,7 @@ def _on_finished(app, exception) -> None:
 
 
 def setup(app):
-    app.connect("build-finished", _on_finished, priority=900)  # after sphinx-mathjax-offline's copy (500)
+    app.connect(
+        "build-finished", _on_finished, priority=900
+    )  # after sphinx-mathjax-offline's copy (500)
     return {"version": "1.0", "parallel_read_safe": True, "parallel_write_safe": True}

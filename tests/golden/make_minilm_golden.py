@@ -81,9 +81,7 @@ def main() -> None:
         attention_mask[b, : len(x)] = 1
     token_type_ids = torch.zeros_like(input_ids)
 
-    model = BertModel.from_pretrained(
-        folder, attn_implementation="eager", dtype=torch.float32
-    )
+    model = BertModel.from_pretrained(folder, attn_implementation="eager", dtype=torch.float32)
     model.eval()
     with torch.no_grad():
         out = model(

@@ -87,38 +87,53 @@ def from_transformers() -> tuple[dict, dict]:
 
     path = gguf_file()
     tokenizer = AutoTokenizer.from_pretrained(path.parent, gguf_file=path.name)
-    model = LlamaForCausalLM.from_pretrained(path.parent, gguf_file=path.name, dtype=torch.float32,
-                                             attn_implementation="eager").eval()
-    arrays = {"probe_ids": np.random.default_rng(0).choice(model.config.vocab_size, N_PROBE, replace=False)
-              .astype(np.int64)}
+    model = LlamaForCausalLM.from_pretrained(
+        path.parent, gguf_file=path.name, dtype=torch.float32, attn_implementation="eager"
+    ).eval()
+    arrays = {
+        "probe_ids": np.random.default_rng(0)
+        .choice(model.config.vocab_size, N_PROBE, replace=False)
+        .astype(np.int64)
+    }
     probe = torch.from_numpy(arrays["probe_ids"])
     for k, prompt in enumerate(PROMPTS):
         ids = tokenizer(prompt, add_special_tokens=False)["input_ids"]
         x = torch.tensor([ids])
         with torch.no_grad():
             logits = model(x).logits[0]  # (L, V)
-            greedy = model.generate(x, max_new_tokens=N_NEW, do_sample=False, attention_mask=torch.ones_like(x),
-                                    pad_token_id=tokenizer.eos_token_id)[0, len(ids):]
+            greedy = model.generate(
+                x,
+                max_new_tokens=N_NEW,
+                do_sample=False,
+                attention_mask=torch.ones_like(x),
+                pad_token_id=tokenizer.eos_token_id,
+            )[0, len(ids) :]
         top = torch.topk(logits[-1], TOP)
-        arrays.update({
-            f"hf_p{k}_ids": np.array(ids, dtype=np.int64),
-            f"hf_p{k}_top_ids": top.indices.numpy().astype(np.int64),
-            f"hf_p{k}_top_logits": top.values.numpy().astype(np.float32),
-            f"hf_p{k}_logsumexp": torch.logsumexp(logits.double(), dim=-1).numpy(),
-            f"hf_p{k}_probe_logits": logits[:, probe].numpy().astype(np.float32),
-            f"hf_p{k}_greedy": greedy.numpy().astype(np.int64),
-        })
+        arrays.update(
+            {
+                f"hf_p{k}_ids": np.array(ids, dtype=np.int64),
+                f"hf_p{k}_top_ids": top.indices.numpy().astype(np.int64),
+                f"hf_p{k}_top_logits": top.values.numpy().astype(np.float32),
+                f"hf_p{k}_logsumexp": torch.logsumexp(logits.double(), dim=-1).numpy(),
+                f"hf_p{k}_probe_logits": logits[:, probe].numpy().astype(np.float32),
+                f"hf_p{k}_greedy": greedy.numpy().astype(np.int64),
+            }
+        )
         print(f"transformers p{k}: {ids} -> {greedy.tolist()} {tokenizer.decode(greedy)!r}")
-    meta = {"transformers_version": transformers.__version__, "torch_version": torch.__version__,
-            "gguf_version": importlib.metadata.version("gguf")}
+    meta = {
+        "transformers_version": transformers.__version__,
+        "torch_version": torch.__version__,
+        "gguf_version": importlib.metadata.version("gguf"),
+    }
     return arrays, meta
 
 
 def from_llama_cpp() -> tuple[dict, dict]:
     import llama_cpp
 
-    llm = llama_cpp.Llama(model_path=str(gguf_file()), n_ctx=256, n_threads=2, logits_all=False, verbose=False,
-                          seed=0)
+    llm = llama_cpp.Llama(
+        model_path=str(gguf_file()), n_ctx=256, n_threads=2, logits_all=False, verbose=False, seed=0
+    )
     arrays = {}
     for k, prompt in enumerate(PROMPTS):
         ids = llm.tokenize(prompt.encode("utf-8"), add_bos=False, special=True)
@@ -130,7 +145,9 @@ def from_llama_cpp() -> tuple[dict, dict]:
                 break
         arrays[f"llama_p{k}_ids"] = np.array(ids, dtype=np.int64)
         arrays[f"llama_p{k}_greedy"] = np.array(greedy, dtype=np.int64)
-        print(f"llama.cpp p{k}: {ids} -> {greedy} {llm.detokenize(greedy).decode('utf-8', 'replace')!r}")
+        print(
+            f"llama.cpp p{k}: {ids} -> {greedy} {llm.detokenize(greedy).decode('utf-8', 'replace')!r}"
+        )
     return arrays, {"llama_cpp_python_version": llama_cpp.__version__}
 
 
@@ -142,9 +159,18 @@ def main() -> None:
         with safe_open(str(OUT_PATH), "np") as f:
             old_meta = f.metadata() or {}
         arrays, meta = {**old_arrays, **arrays}, {**old_meta, **meta}
-    meta.update({"prompts": json.dumps(PROMPTS), "gguf_file": gguf_file().name,
-                 "note": "produced by tests/golden/make_smollm2_golden.py (see its docstring)"})
-    save_file({k: np.ascontiguousarray(v) for k, v in sorted(arrays.items())}, str(OUT_PATH), metadata=meta)
+    meta.update(
+        {
+            "prompts": json.dumps(PROMPTS),
+            "gguf_file": gguf_file().name,
+            "note": "produced by tests/golden/make_smollm2_golden.py (see its docstring)",
+        }
+    )
+    save_file(
+        {k: np.ascontiguousarray(v) for k, v in sorted(arrays.items())},
+        str(OUT_PATH),
+        metadata=meta,
+    )
     print(f"wrote {OUT_PATH}: {len(arrays)} arrays, {OUT_PATH.stat().st_size} bytes")
 
 

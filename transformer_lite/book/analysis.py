@@ -14,13 +14,21 @@ from torch import Tensor, nn
 
 from ..nn.attention import MultiHeadAttention
 
-__all__ = ["offset_score", "previous_token_score", "key_score", "transformed_values", "norm_shares",
-           "attention_value_norms"]
+__all__ = [
+    "offset_score",
+    "previous_token_score",
+    "key_score",
+    "transformed_values",
+    "norm_shares",
+    "attention_value_norms",
+]
 
 
 def _check_square(weights: Tensor) -> None:
     if weights.dim() < 2 or weights.shape[-1] != weights.shape[-2]:
-        raise ValueError(f"expected self-attention weights of shape (..., L, L), received {tuple(weights.shape)}")
+        raise ValueError(
+            f"expected self-attention weights of shape (..., L, L), received {tuple(weights.shape)}"
+        )
 
 
 def offset_score(weights: Tensor, offset: int) -> Tensor:
@@ -63,7 +71,9 @@ def key_score(weights: Tensor, key_index: int) -> Tensor:
         ValueError: if ``key_index`` is outside ``[-S, S)``.
     """
     if weights.dim() < 2:
-        raise ValueError(f"key_score: expected weights of shape (..., L, S), received {tuple(weights.shape)}")
+        raise ValueError(
+            f"key_score: expected weights of shape (..., L, S), received {tuple(weights.shape)}"
+        )
     S = weights.shape[-1]
     if not -S <= key_index < S:
         raise ValueError(f"key_score: expected key_index in [{-S}, {S}), received {key_index}")
@@ -92,11 +102,15 @@ def transformed_values(attention: MultiHeadAttention, value: Tensor) -> Tensor:
         ValueError: if ``value`` is not of shape ``(B, S, d_model)``.
     """
     if value.dim() != 3 or value.shape[-1] != attention.d_model:
-        raise ValueError(f"transformed_values: expected value of shape (B, S, {attention.d_model}), "
-                         f"received {tuple(value.shape)}")
+        raise ValueError(
+            f"transformed_values: expected value of shape (B, S, {attention.d_model}), "
+            f"received {tuple(value.shape)}"
+        )
     B, S, D = value.shape
     H, d_head = attention.n_heads, attention.d_head
-    v = attention.v_proj(value).view(B, S, H, d_head).transpose(1, 2)  # (B, H, S, d_head), bias included
+    v = (
+        attention.v_proj(value).view(B, S, H, d_head).transpose(1, 2)
+    )  # (B, H, S, d_head), bias included
     # out_proj computes merged @ W^T + b^O; head h owns columns h*d_head ... (h+1)*d_head - 1 of W,
     # i.e. rows of W^T: W^O_h = W^T[h*d_head:(h+1)*d_head] = W[:, h*d_head:(h+1)*d_head]^T.
     w_o = attention.out_proj.weight.T.reshape(H, d_head, D)  # (H, d_head, D)
@@ -126,13 +140,17 @@ def norm_shares(weights: Tensor, norms: Tensor) -> Tensor:
         ValueError: if ``norms`` does not end in ``S`` or does not broadcast against ``weights``.
     """
     if weights.dim() < 2 or norms.dim() < 1 or norms.shape[-1] != weights.shape[-1]:
-        raise ValueError(f"norm_shares: expected weights (..., L, S) and norms (..., S) with one S, received "
-                         f"{tuple(weights.shape)} and {tuple(norms.shape)}")
+        raise ValueError(
+            f"norm_shares: expected weights (..., L, S) and norms (..., S) with one S, received "
+            f"{tuple(weights.shape)} and {tuple(norms.shape)}"
+        )
     try:
         torch.broadcast_shapes(weights.shape, norms.unsqueeze(-2).shape)
     except RuntimeError:
-        raise ValueError(f"norm_shares: norms {tuple(norms.shape)} do not broadcast against weights "
-                         f"{tuple(weights.shape)}") from None
+        raise ValueError(
+            f"norm_shares: norms {tuple(norms.shape)} do not broadcast against weights "
+            f"{tuple(weights.shape)}"
+        ) from None
     terms = weights * norms.unsqueeze(-2)  # (..., L, S): ||a_ij f(x_j)||
     total = terms.sum(dim=-1, keepdim=True)  # (..., L, 1)
     return torch.where(total > 0, terms / torch.where(total > 0, total, 1), torch.zeros_like(terms))
@@ -160,7 +178,9 @@ def attention_value_norms(model: nn.Module, *args, **kwargs) -> tuple[list[Tenso
     """
     modules = [m for m in model.modules() if isinstance(m, MultiHeadAttention)]
     if not modules:
-        raise ValueError(f"attention_value_norms: {type(model).__name__} contains no MultiHeadAttention")
+        raise ValueError(
+            f"attention_value_norms: {type(model).__name__} contains no MultiHeadAttention"
+        )
     weights, norms = [], []
 
     def record(module, inputs, kw, output):

@@ -45,17 +45,35 @@ class EncoderTagger(nn.Module):
         ValueError: for sizes that are not positive ints, ``dropout`` outside [0, 1), or as ``TransformerEncoder``.
     """
 
-    def __init__(self, vocab_size: int, n_classes: int, n_layers: int, d_model: int, n_heads: int, d_ff: int,
-                 norm_first: bool = False, dropout: float = 0.0) -> None:
+    def __init__(
+        self,
+        vocab_size: int,
+        n_classes: int,
+        n_layers: int,
+        d_model: int,
+        n_heads: int,
+        d_ff: int,
+        norm_first: bool = False,
+        dropout: float = 0.0,
+    ) -> None:
         super().__init__()
         check_positive_int("EncoderTagger", "vocab_size", vocab_size)
         check_positive_int("EncoderTagger", "n_classes", n_classes)
         if not 0.0 <= dropout < 1.0:
             raise ValueError(f"EncoderTagger: expected 0 <= dropout < 1, received {dropout}")
-        self.sizes = dict(vocab_size=vocab_size, n_classes=n_classes, n_layers=n_layers, d_model=d_model,
-                          n_heads=n_heads, d_ff=d_ff, dropout=dropout)
+        self.sizes = dict(
+            vocab_size=vocab_size,
+            n_classes=n_classes,
+            n_layers=n_layers,
+            d_model=d_model,
+            n_heads=n_heads,
+            d_ff=d_ff,
+            dropout=dropout,
+        )
         self.embed = nn.Embedding(vocab_size, d_model)
-        self.encoder = TransformerEncoder(n_layers, d_model, n_heads, d_ff, dropout=dropout, norm_first=norm_first)
+        self.encoder = TransformerEncoder(
+            n_layers, d_model, n_heads, d_ff, dropout=dropout, norm_first=norm_first
+        )
         self.head = nn.Linear(d_model, n_classes)
 
     def forward(self, ids: Tensor) -> Tensor:
@@ -65,8 +83,10 @@ class EncoderTagger(nn.Module):
             ValueError: if ``ids`` is not a 2-D integer tensor.
         """
         if not isinstance(ids, Tensor) or ids.dim() != 2 or ids.is_floating_point():
-            raise ValueError(f"EncoderTagger: expected integer ids of shape (B, L), received "
-                             f"{tuple(getattr(ids, 'shape', ()))}")
+            raise ValueError(
+                f"EncoderTagger: expected integer ids of shape (B, L), received "
+                f"{tuple(getattr(ids, 'shape', ()))}"
+            )
         h, _ = self.encoder(self.embed(ids))  # (B, L, D)
         return self.head(h)  # (B, L, n_classes)
 
@@ -82,11 +102,16 @@ def with_norm_first(model: EncoderTagger, norm_first: bool = True) -> EncoderTag
         ValueError: if ``model`` is not an :class:`EncoderTagger`.
     """
     if not isinstance(model, EncoderTagger):
-        raise ValueError(f"with_norm_first: expected an EncoderTagger, received {type(model).__name__}")
+        raise ValueError(
+            f"with_norm_first: expected an EncoderTagger, received {type(model).__name__}"
+        )
     copy = EncoderTagger(**model.sizes, norm_first=norm_first)
     missing, unexpected = copy.load_state_dict(model.state_dict(), strict=False)
     # Only the final norm may differ: present in a pre-norm stack, absent in a post-norm one.
-    assert set(missing) | set(unexpected) <= {"encoder.norm.weight", "encoder.norm.bias"}, (missing, unexpected)
+    assert set(missing) | set(unexpected) <= {"encoder.norm.weight", "encoder.norm.bias"}, (
+        missing,
+        unexpected,
+    )
     return copy
 
 
@@ -108,6 +133,8 @@ def layer_gradient_norms(layers: Sequence[nn.Module]) -> list[float]:
     for i, layer in enumerate(layers):
         grads = [p.grad.flatten() for p in layer.parameters() if p.grad is not None]
         if not grads:
-            raise ValueError(f"layer_gradient_norms: layer {i} has no gradients; call loss.backward() first")
+            raise ValueError(
+                f"layer_gradient_norms: layer {i} has no gradients; call loss.backward() first"
+            )
         norms.append(float(torch.cat(grads).double().norm()))
     return norms

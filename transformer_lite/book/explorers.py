@@ -17,8 +17,13 @@ from .interactive import rnn_lag_profile
 from .viz import plot_attention, plot_mask
 
 __all__ = [
-    "attention_explorer", "mask_explorer", "positional_explorer", "gradient_norm_explorer",
-    "reversal_explorer", "rnn_gradient_explorer", "generation_explorer",
+    "attention_explorer",
+    "mask_explorer",
+    "positional_explorer",
+    "gradient_norm_explorer",
+    "reversal_explorer",
+    "rnn_gradient_explorer",
+    "generation_explorer",
 ]
 
 
@@ -28,7 +33,18 @@ def _widgets():
     return ipywidgets
 
 
-def attention_explorer(encoder, tokenizer, text: str = "The cat sat on the mat because it was tired."):
+def _text_input(value: str, description: str, multiline: bool = False, **size):
+    """A text field that calls back when the reader presses Enter or leaves it, not at every key;
+    ``size`` (width, height as CSS lengths) sets its box."""
+    w = _widgets()
+    field = w.Textarea if multiline else w.Text
+    layout = w.Layout(**size)
+    return field(value=value, description=description, continuous_update=False, layout=layout)
+
+
+def attention_explorer(
+    encoder, tokenizer, text: str = "The cat sat on the mat because it was tired."
+):
     """Type a sentence, pick a layer and a head, and see that head's attention weights.
 
     Args:
@@ -50,13 +66,16 @@ def attention_explorer(encoder, tokenizer, text: str = "The cat sat on the mat b
         with torch.no_grad():
             _, attentions = encoder(ids)
         tokens = tokenizer.tokens(text)
-        plot_attention(attentions[layer][0, head], tokens,
-                       title=f"layer {layer}, head {head}: where each token (row) looks")
+        plot_attention(
+            attentions[layer][0, head],
+            tokens,
+            title=f"layer {layer}, head {head}: where each token (row) looks",
+        )
         plt.show()
 
     return w.interactive(
         show,
-        text=w.Text(value=text, description="sentence", continuous_update=False, layout=w.Layout(width="520px")),
+        text=_text_input(text, "sentence", width="520px"),
         layer=w.IntSlider(value=0, min=0, max=n_layers - 1, description="layer"),
         head=w.IntSlider(value=2, min=0, max=n_heads - 1, description="head"),
     )
@@ -105,9 +124,13 @@ def positional_explorer(max_position: int = 128):
 
     def show(d_model: int, p: int, k: int) -> None:
         q = min(max(p + k, 0), max_position)  # the second position, kept on the table
-        pe = sinusoidal_positional_encoding(max_position + 1, d_model, dtype=torch.float64)  # (P, D)
+        pe = sinusoidal_positional_encoding(
+            max_position + 1, d_model, dtype=torch.float64
+        )  # (P, D)
         fig, axes = plt.subplots(1, 3, figsize=(15, 3.8), constrained_layout=True)
-        im = axes[0].imshow(pe.numpy(), cmap="RdBu_r", vmin=-1, vmax=1, aspect="auto", interpolation="nearest")
+        im = axes[0].imshow(
+            pe.numpy(), cmap="RdBu_r", vmin=-1, vmax=1, aspect="auto", interpolation="nearest"
+        )
         for row, colour in ((p, "black"), (q, "darkorange")):
             axes[0].axhline(row, color=colour, lw=1.5)
         axes[0].set(xlabel="feature", ylabel="position", title=f"PE, d_model = {d_model}")
@@ -119,8 +142,11 @@ def positional_explorer(max_position: int = 128):
         offsets = torch.arange(-p, max_position - p + 1)
         axes[2].plot(offsets.numpy(), (pe[p] @ pe.T).numpy(), color="#3b528b")
         axes[2].plot([q - p], [float(pe[p] @ pe[q])], "o", color="darkorange")
-        axes[2].set(xlabel="offset k", ylabel="PE[p] · PE[p + k]",
-                    title=f"dot product at k = {q - p}: {float(pe[p] @ pe[q]):.3f}")
+        axes[2].set(
+            xlabel="offset k",
+            ylabel="PE[p] · PE[p + k]",
+            title=f"dot product at k = {q - p}: {float(pe[p] @ pe[q]):.3f}",
+        )
         plt.show()
 
     return w.interactive(
@@ -144,15 +170,24 @@ def gradient_norm_explorer(vocab_size: int = 6, seq_len: int = 8):
     w = _widgets()
 
     def show(n_layers: int, d_model: int, seed: int) -> None:
-        ids, counts = make_histogram_batch(64, seq_len, vocab_size, generator=torch.Generator().manual_seed(seed))
+        ids, counts = make_histogram_batch(
+            64, seq_len, vocab_size, generator=torch.Generator().manual_seed(seed)
+        )
         torch.manual_seed(seed)
         post = EncoderTagger(vocab_size, seq_len + 1, n_layers, d_model, 4, 2 * d_model)
         _, ax = plt.subplots(figsize=(7, 3.6), constrained_layout=True)
-        for model, name, marker in ((post, "post-norm", "o"), (with_norm_first(post), "pre-norm", "D")):
+        for model, name, marker in (
+            (post, "post-norm", "o"),
+            (with_norm_first(post), "pre-norm", "D"),
+        ):
             loss = torch.nn.functional.cross_entropy(model(ids).flatten(0, 1), counts.flatten())
             loss.backward()
-            ax.semilogy(range(1, n_layers + 1), layer_gradient_norms(model.encoder.layers), marker=marker,
-                        label=name)
+            ax.semilogy(
+                range(1, n_layers + 1),
+                layer_gradient_norms(model.encoder.layers),
+                marker=marker,
+                label=name,
+            )
         ax.set_xlabel("layer (1 = input side)")
         ax.set_ylabel("gradient norm")
         ax.set_title(f"{n_layers} layers, d_model = {d_model}, at initialization")
@@ -191,25 +226,34 @@ def reversal_explorer(model, text: str = "abcdefg", layer: int = -1):
             return
         src = torch.tensor([symbols_to_ids(text)])  # (1, S)
         out = greedy_decode(model, src, max_len=len(text) + 1, bos_id=BOS, eos_id=EOS)  # (1, 1 + T)
-        dec_in = out[:, :-1] if int(out[0, -1]) == EOS else out  # the decoder inputs that produced the output
+        dec_in = (
+            out[:, :-1] if int(out[0, -1]) == EOS else out
+        )  # the decoder inputs that produced the output
         with torch.no_grad():
             memory, _ = model.eval().encode(src)
             _, _, cross = model.decode(dec_in, memory)
         produced = ids_to_symbols(out[0, 1:].tolist())
         answer = "".join(produced[: produced.index("EOS")] if "EOS" in produced else produced)
         print(f"input: {text}   output: {answer}   expected: {text[::-1]}")
-        plot_attention(cross[layer][0].mean(0), ids_to_symbols(dec_in[0].tolist()), list(text),
-                       title=f"decoder layer {layer + 1}, cross-attention (mean over heads)")
+        plot_attention(
+            cross[layer][0].mean(0),
+            ids_to_symbols(dec_in[0].tolist()),
+            list(text),
+            title=f"decoder layer {layer + 1}, cross-attention (mean over heads)",
+        )
         plt.show()
 
     return w.interactive(
         show,
-        text=w.Text(value=text, description="letters a-j", continuous_update=False),
-        layer=w.IntSlider(value=layer % n_layers, min=0, max=n_layers - 1, description="layer (0-based)"),
+        text=_text_input(text, "letters a-j"),
+        layer=w.IntSlider(
+            value=layer % n_layers, min=0, max=n_layers - 1, description="layer (0-based)"
+        ),
     )
 
 
 # --------------------------------------------------------------------------- chapter 6: RNN gradient reach
+
 
 def rnn_gradient_explorer(hidden_size: int = 64):
     """Choose the spectral radius of ``W_hh``, the nonlinearity, the input scale and the lag.
@@ -224,14 +268,18 @@ def rnn_gradient_explorer(hidden_size: int = 64):
     w = _widgets()
 
     def show(spectral_radius: float, nonlinearity: str, input_scale: float, lag: int) -> None:
-        lags, norms, mean_dphi = rnn_lag_profile(spectral_radius, input_scale, hidden_size, lag, nonlinearity)
+        lags, norms, mean_dphi = rnn_lag_profile(
+            spectral_radius, input_scale, hidden_size, lag, nonlinearity
+        )
         _, ax = plt.subplots(figsize=(7, 3.8), constrained_layout=True)
         ax.semilogy(lags, norms.clamp_min(1e-300), label=f"{nonlinearity} RNN")
         ax.semilogy(lags, spectral_radius ** lags.double(), "--", color="0.4", label="radius^lag")
         ax.set_xlabel("lag k (steps back from the last state)")
         ax.set_ylabel("||dh_T / dh_(T-k)||")
-        ax.set_title(f"radius {spectral_radius:.2f}, inputs with std {input_scale:g}: "
-                     f"mean derivative {mean_dphi:.2f}")
+        ax.set_title(
+            f"radius {spectral_radius:.2f}, inputs with std {input_scale:g}: "
+            f"mean derivative {mean_dphi:.2f}"
+        )
         ax.legend()
         plt.show()
 
@@ -239,12 +287,15 @@ def rnn_gradient_explorer(hidden_size: int = 64):
         show,
         spectral_radius=w.FloatSlider(value=1.0, min=0.0, max=2.0, step=0.05, description="radius"),
         nonlinearity=w.Dropdown(options=["tanh", "relu"], value="tanh", description="nonlinearity"),
-        input_scale=w.FloatLogSlider(value=0.01, base=10, min=-3, max=1, step=0.25, description="input std"),
+        input_scale=w.FloatLogSlider(
+            value=0.01, base=10, min=-3, max=1, step=0.25, description="input std"
+        ),
         lag=w.IntSlider(value=60, min=1, max=200, description="steps T"),
     )
 
 
 # --------------------------------------------------------------------------- chapter 8: generation
+
 
 def generation_explorer(model, vocab, prompt: str = "ROMEO\n"):
     """Type a prompt, choose temperature, top-k, length and seed; read the characters the model writes next.
@@ -276,24 +327,33 @@ def generation_explorer(model, vocab, prompt: str = "ROMEO\n"):
             return
         unknown = sorted({c for c in prompt if c not in vocab.stoi})
         if unknown:
-            print(f"the prompt holds characters the model has no id for: {', '.join(map(repr, unknown))}; "
-                  f"it knows these {V}: {''.join(vocab.chars)!r}")
+            print(
+                f"the prompt holds characters the model has no id for: {', '.join(map(repr, unknown))}; "
+                f"it knows these {V}: {''.join(vocab.chars)!r}"
+            )
             return
         ids = vocab.encode(prompt)[None]  # (1, P)
-        options = dict(temperature=temperature, top_k=top_k or None, generator=torch.Generator().manual_seed(seed))
+        options = dict(
+            temperature=temperature,
+            top_k=top_k or None,
+            generator=torch.Generator().manual_seed(seed),
+        )
         if isinstance(model, DecoderOnlyTransformer):
-            fits = ids.shape[1] + length <= model.config.max_len  # every position has an embedding: use the cache
+            fits = (
+                ids.shape[1] + length <= model.config.max_len
+            )  # every position has an embedding: use the cache
             out = model.generate(ids, length, use_cache=fits, **options)  # (1, P + length)
         else:
             out = model.generate(ids, length, **options)  # (1, P + length)
-        print(prompt + vocab.decode(out[0, ids.shape[1]:]))
+        print(prompt + vocab.decode(out[0, ids.shape[1] :]))
 
     wide = dict(description_width="initial")  # long descriptions stay readable
     return w.interactive(
         show,
-        prompt=w.Textarea(value=prompt, description="prompt", continuous_update=False,
-                          layout=w.Layout(width="520px", height="60px")),
-        temperature=w.FloatSlider(value=0.8, min=0.0, max=2.0, step=0.05, description="temperature", style=wide),
+        prompt=_text_input(prompt, "prompt", multiline=True, width="520px", height="60px"),
+        temperature=w.FloatSlider(
+            value=0.8, min=0.0, max=2.0, step=0.05, description="temperature", style=wide
+        ),
         top_k=w.IntSlider(value=0, min=0, max=V, description="top_k (0 = all)", style=wide),
         length=w.IntSlider(value=200, min=20, max=400, description="new characters", style=wide),
         seed=w.IntSlider(value=0, min=0, max=99, description="seed", style=wide),

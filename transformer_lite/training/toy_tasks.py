@@ -26,9 +26,21 @@ from torch import Tensor
 from ..checks import check_positive_int
 
 __all__ = [
-    "PAD", "BOS", "EOS", "FIRST_SYMBOL", "make_reversal_batch", "shift_right", "exact_match",
-    "mirror_positions", "alignment_accuracy", "make_histogram_batch", "SYMBOLS", "symbols_to_ids",
-    "ids_to_symbols", "make_delayed_recall_batch", "train_delayed_recall",
+    "PAD",
+    "BOS",
+    "EOS",
+    "FIRST_SYMBOL",
+    "make_reversal_batch",
+    "shift_right",
+    "exact_match",
+    "mirror_positions",
+    "alignment_accuracy",
+    "make_histogram_batch",
+    "SYMBOLS",
+    "symbols_to_ids",
+    "ids_to_symbols",
+    "make_delayed_recall_batch",
+    "train_delayed_recall",
 ]
 
 PAD, BOS, EOS = 0, 1, 2  # padding, beginning of sequence, end of sequence
@@ -40,9 +52,15 @@ def _check_int(owner: str, name: str, value, minimum: int) -> None:
         raise ValueError(f"{owner}: expected {name} to be an int >= {minimum}, received {value!r}")
 
 
-def make_reversal_batch(batch_size: int, n_symbols: int = 10, min_len: int = 4, max_len: int = 12,
-                        generator: torch.Generator | None = None, exclude: Collection[tuple[int, ...]] | None = None,
-                        task: str = "reverse") -> tuple[Tensor, Tensor]:
+def make_reversal_batch(
+    batch_size: int,
+    n_symbols: int = 10,
+    min_len: int = 4,
+    max_len: int = 12,
+    generator: torch.Generator | None = None,
+    exclude: Collection[tuple[int, ...]] | None = None,
+    task: str = "reverse",
+) -> tuple[Tensor, Tensor]:
     """A batch of random symbol sequences and their reversals (or sorted versions).
 
     Each example draws a length ``n`` uniformly from ``min_len .. max_len``
@@ -74,17 +92,21 @@ def make_reversal_batch(batch_size: int, n_symbols: int = 10, min_len: int = 4, 
     if task not in ("reverse", "sort"):
         raise ValueError(f"{owner}: expected task 'reverse' or 'sort', received {task!r}")
     exclude = set() if exclude is None else exclude
-    n_possible = sum(n_symbols ** n for n in range(min_len, max_len + 1))
+    n_possible = sum(n_symbols**n for n in range(min_len, max_len + 1))
     if len(exclude) >= n_possible / 2:  # rejection sampling would crawl (or never end)
-        raise ValueError(f"{owner}: exclude holds {len(exclude)} sequences of the {n_possible} possible; "
-                         f"expected fewer than half")
+        raise ValueError(
+            f"{owner}: exclude holds {len(exclude)} sequences of the {n_possible} possible; "
+            f"expected fewer than half"
+        )
     src = torch.full((batch_size, max_len), PAD, dtype=torch.long)
     tgt = torch.full((batch_size, max_len + 1), PAD, dtype=torch.long)
     lengths = torch.randint(min_len, max_len + 1, (batch_size,), generator=generator)  # (B,)
     for b in range(batch_size):
         n = int(lengths[b])
         while True:
-            seq = torch.randint(FIRST_SYMBOL, FIRST_SYMBOL + n_symbols, (n,), generator=generator)  # (n,)
+            seq = torch.randint(
+                FIRST_SYMBOL, FIRST_SYMBOL + n_symbols, (n,), generator=generator
+            )  # (n,)
             if tuple(seq.tolist()) not in exclude:
                 break
         src[b, :n] = seq
@@ -110,10 +132,17 @@ def shift_right(tgt: Tensor, bos_id: int = BOS) -> Tensor:
     Raises:
         ValueError: if ``tgt`` is not a 2-D integer tensor with at least one column.
     """
-    if not isinstance(tgt, Tensor) or tgt.dim() != 2 or tgt.shape[1] < 1 or tgt.is_floating_point() \
-            or tgt.dtype == torch.bool:
+    if (
+        not isinstance(tgt, Tensor)
+        or tgt.dim() != 2
+        or tgt.shape[1] < 1
+        or tgt.is_floating_point()
+        or tgt.dtype == torch.bool
+    ):
         shape = tuple(tgt.shape) if isinstance(tgt, Tensor) else type(tgt).__name__
-        raise ValueError(f"shift_right: expected an integer tensor of shape (B, T) with T >= 1, received {shape}")
+        raise ValueError(
+            f"shift_right: expected an integer tensor of shape (B, T) with T >= 1, received {shape}"
+        )
     bos = torch.full_like(tgt[:, :1], bos_id)  # (B, 1)
     return torch.cat([bos, tgt[:, :-1]], dim=1)  # (B, T)
 
@@ -134,16 +163,24 @@ def exact_match(generated: Tensor, tgt: Tensor, eos_id: int = EOS, pad_id: int =
     Raises:
         ValueError: if the tensors are not 2-D with one batch size.
     """
-    if not (isinstance(generated, Tensor) and isinstance(tgt, Tensor) and generated.dim() == tgt.dim() == 2
-            and generated.shape[0] == tgt.shape[0]):
-        raise ValueError(f"exact_match: expected generated (B, 1 + T') and tgt (B, T) with one B, received "
-                         f"{tuple(getattr(generated, 'shape', ()))} and {tuple(getattr(tgt, 'shape', ()))}")
+    if not (
+        isinstance(generated, Tensor)
+        and isinstance(tgt, Tensor)
+        and generated.dim() == tgt.dim() == 2
+        and generated.shape[0] == tgt.shape[0]
+    ):
+        raise ValueError(
+            f"exact_match: expected generated (B, 1 + T') and tgt (B, T) with one B, received "
+            f"{tuple(getattr(generated, 'shape', ()))} and {tuple(getattr(tgt, 'shape', ()))}"
+        )
     out = generated[:, 1:]  # drop BOS: (B, T')
     width = max(out.shape[1], tgt.shape[1])
     out = torch.nn.functional.pad(out, (0, width - out.shape[1]), value=pad_id)  # (B, width)
     want = torch.nn.functional.pad(tgt, (0, width - tgt.shape[1]), value=pad_id)  # (B, width)
     # Compare up to and including the target's EOS; later positions do not matter.
-    relevant = torch.cumsum((want == eos_id).long(), dim=1) - (want == eos_id).long() == 0  # (B, width)
+    relevant = (
+        torch.cumsum((want == eos_id).long(), dim=1) - (want == eos_id).long() == 0
+    )  # (B, width)
     return ((out == want) | ~relevant).all(dim=1)
 
 
@@ -162,8 +199,10 @@ def mirror_positions(src: Tensor, pad_id: int = PAD) -> Tensor:
         ValueError: if ``src`` is not 2-D.
     """
     if not isinstance(src, Tensor) or src.dim() != 2:
-        raise ValueError(f"mirror_positions: expected src of shape (B, S), received "
-                         f"{tuple(getattr(src, 'shape', ()))}")
+        raise ValueError(
+            f"mirror_positions: expected src of shape (B, S), received "
+            f"{tuple(getattr(src, 'shape', ()))}"
+        )
     n = (src != pad_id).sum(dim=1, keepdim=True)  # (B, 1)
     t = torch.arange(src.shape[1] + 1, device=src.device)[None, :]  # (1, S + 1)
     return torch.where(t < n, n - 1 - t, torch.full_like(t - n, -1))
@@ -183,15 +222,18 @@ def alignment_accuracy(weights: Tensor, expected: Tensor) -> float:
         ValueError: if the shapes do not match.
     """
     if weights.dim() != 3 or tuple(expected.shape) != tuple(weights.shape[:2]):
-        raise ValueError(f"alignment_accuracy: expected weights (B, L, S) and expected (B, L), received "
-                         f"{tuple(weights.shape)} and {tuple(expected.shape)}")
+        raise ValueError(
+            f"alignment_accuracy: expected weights (B, L, S) and expected (B, L), received "
+            f"{tuple(weights.shape)} and {tuple(expected.shape)}"
+        )
     counted = expected >= 0  # (B, L)
     hits = (weights.argmax(dim=-1) == expected) & counted
     return float(hits.sum()) / float(counted.sum()) if bool(counted.any()) else float("nan")
 
 
-def make_histogram_batch(batch_size: int, seq_len: int = 8, n_symbols: int = 6,
-                         generator: torch.Generator | None = None) -> tuple[Tensor, Tensor]:
+def make_histogram_batch(
+    batch_size: int, seq_len: int = 8, n_symbols: int = 6, generator: torch.Generator | None = None
+) -> tuple[Tensor, Tensor]:
     """Random sequences and, at every position, the number of times its symbol occurs in the sequence.
 
     Args:
@@ -212,11 +254,15 @@ def make_histogram_batch(batch_size: int, seq_len: int = 8, n_symbols: int = 6,
     check_positive_int(owner, "seq_len", seq_len)
     check_positive_int(owner, "n_symbols", n_symbols)
     tokens = torch.randint(0, n_symbols, (batch_size, seq_len), generator=generator)  # (B, L)
-    counts = (tokens[:, :, None] == tokens[:, None, :]).sum(dim=-1)  # (B, L, L) equal pairs -> (B, L)
+    counts = (tokens[:, :, None] == tokens[:, None, :]).sum(
+        dim=-1
+    )  # (B, L, L) equal pairs -> (B, L)
     return tokens, counts
 
 
-SYMBOLS = "abcdefghij"  # how the first ten content symbols are shown: id FIRST_SYMBOL + i is SYMBOLS[i]
+SYMBOLS = (
+    "abcdefghij"  # how the first ten content symbols are shown: id FIRST_SYMBOL + i is SYMBOLS[i]
+)
 _SPECIAL_NAMES = {PAD: "PAD", BOS: "BOS", EOS: "EOS"}
 
 
@@ -245,15 +291,22 @@ def ids_to_symbols(ids) -> list[str]:
         elif FIRST_SYMBOL <= i < FIRST_SYMBOL + len(SYMBOLS):
             out.append(SYMBOLS[i - FIRST_SYMBOL])
         else:
-            raise ValueError(f"ids_to_symbols: expected ids 0..{FIRST_SYMBOL + len(SYMBOLS) - 1}, received {i}")
+            raise ValueError(
+                f"ids_to_symbols: expected ids 0..{FIRST_SYMBOL + len(SYMBOLS) - 1}, received {i}"
+            )
     return out
 
 
 # --- Delayed recall: a dependency of known length ----------------------------------------------------------------
 
 
-def make_delayed_recall_batch(batch_size: int, lag: int, n_symbols: int = 8, length: int | None = None,
-                              generator: torch.Generator | None = None) -> tuple[Tensor, Tensor]:
+def make_delayed_recall_batch(
+    batch_size: int,
+    lag: int,
+    n_symbols: int = 8,
+    length: int | None = None,
+    generator: torch.Generator | None = None,
+) -> tuple[Tensor, Tensor]:
     """Random symbol sequences and, as the answer, the symbol ``lag`` positions before the last one.
 
     Every token is drawn uniformly (with repetition) from ids ``0 .. n_symbols - 1``; the
@@ -288,9 +341,17 @@ def make_delayed_recall_batch(batch_size: int, lag: int, n_symbols: int = 8, len
     return tokens, tokens[:, length - 1 - lag].clone()  # (B, L), (B,)
 
 
-def train_delayed_recall(model: torch.nn.Module, lag: int, steps: int = 300, batch_size: int = 32,
-                         n_symbols: int = 8, lr: float = 3e-3, seed: int = 0, n_eval: int = 1000,
-                         length: int | None = None) -> float:
+def train_delayed_recall(
+    model: torch.nn.Module,
+    lag: int,
+    steps: int = 300,
+    batch_size: int = 32,
+    n_symbols: int = 8,
+    lr: float = 3e-3,
+    seed: int = 0,
+    n_eval: int = 1000,
+    length: int | None = None,
+) -> float:
     """Train ``model`` on :func:`make_delayed_recall_batch` and return its accuracy on fresh sequences.
 
     Every step draws a new batch (so there is no fixed training set to memorise), computes
@@ -328,8 +389,9 @@ def train_delayed_recall(model: torch.nn.Module, lag: int, steps: int = 300, bat
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         optimizer.step()
     model.eval()
-    tokens, answers = make_delayed_recall_batch(n_eval, lag, n_symbols, length,
-                                                torch.Generator().manual_seed(seed + 10_000))
+    tokens, answers = make_delayed_recall_batch(
+        n_eval, lag, n_symbols, length, torch.Generator().manual_seed(seed + 10_000)
+    )
     with torch.no_grad():
         predicted = model(tokens)[:, -1].argmax(dim=-1)  # (n_eval,)
     return float((predicted == answers).float().mean())

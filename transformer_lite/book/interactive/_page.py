@@ -12,7 +12,9 @@ from torch import Tensor
 
 __all__ = ["show"]
 
-_DECIMALS = 4  # stored weights are rounded: smaller pages, and outputs that compare exactly across runs
+_DECIMALS = (
+    4  # stored weights are rounded: smaller pages, and outputs that compare exactly across runs
+)
 
 
 def _plotly():
@@ -32,6 +34,23 @@ def _sig(values, digits: int = 4) -> list:
     return [float(f"{float(v):.{digits}g}") for v in values]
 
 
+def _slider(steps: list, prefix: str, pad: int, active: int = 0) -> dict:
+    """A slider over stored states: ``steps`` restyle the traces, ``prefix`` names the current value,
+    ``pad`` (pixels) keeps it below the axis labels, ``active`` is the step shown when the page opens."""
+    return dict(active=active, steps=steps, currentvalue=dict(prefix=prefix), pad=dict(t=pad))
+
+
+def _layout(fig, title: str | dict, height: int, **layout) -> None:
+    """What every figure's layout shares, then ``layout`` (margin, legend, sliders, ...) in order.
+
+    The title (a string, or plotly's title dict when it needs a font or a position), the white
+    template, a fixed height in pixels and a width that follows the page. The order of the
+    arguments is the order of the keys in the stored JSON, so it is kept as the figures had it.
+    """
+    title = dict(text=title) if isinstance(title, str) else title
+    fig.update_layout(title=title, template="plotly_white", height=height, autosize=True, **layout)
+
+
 def show(fig, div_id: str, alt: str) -> None:
     """Display ``fig`` in a notebook so that it works both in Jupyter and in the static book.
 
@@ -48,7 +67,9 @@ def show(fig, div_id: str, alt: str) -> None:
     from IPython.display import display  # on first use: IPython is not a dependency of the package
 
     if not re.fullmatch(r"[A-Za-z][A-Za-z0-9_-]*", div_id or ""):
-        raise ValueError(f"show: expected an HTML id of letters, digits, '-' and '_', received {div_id!r}")
+        raise ValueError(
+            f"show: expected an HTML id of letters, digits, '-' and '_', received {div_id!r}"
+        )
     if not alt.strip():
         raise ValueError("show: expected a non-empty alt text describing the figure")
     import plotly.io as pio  # on first use, as in _plotly()
@@ -58,8 +79,12 @@ def show(fig, div_id: str, alt: str) -> None:
     # the stored notebook outputs depend on what else happens to be installed. Set for this call only.
     engine, pio.json.config.default_engine = pio.json.config.default_engine, "json"
     try:
-        html = fig.to_html(full_html=False, include_plotlyjs=False, div_id=div_id,
-                           config={"displaylogo": False, "responsive": True})
+        html = fig.to_html(
+            full_html=False,
+            include_plotlyjs=False,
+            div_id=div_id,
+            config={"displaylogo": False, "responsive": True},
+        )
     finally:
         pio.json.config.default_engine = engine
     html = f'<div role="figure" aria-label="{html_lib.escape(alt, quote=True)}">{html}</div>'

@@ -9,13 +9,18 @@ from collections.abc import Sequence
 import torch
 from torch import Tensor
 
-from ._page import _plotly, _rounded
+from ._page import _layout, _plotly, _rounded, _slider
 
 __all__ = ["attention_layers_figure"]
 
 
-def attention_layers_figure(attentions: Sequence[Tensor] | Tensor, tokens: Sequence[str], title: str,
-                            initial_layer: int = 0, n_cols: int = 4):
+def attention_layers_figure(
+    attentions: Sequence[Tensor] | Tensor,
+    tokens: Sequence[str],
+    title: str,
+    initial_layer: int = 0,
+    n_cols: int = 4,
+):
     """All heads of one layer as small heatmaps, with a slider that moves through the layers.
 
     Args:
@@ -34,32 +39,57 @@ def attention_layers_figure(attentions: Sequence[Tensor] | Tensor, tokens: Seque
     go, make_subplots = _plotly()
     A = attentions if isinstance(attentions, Tensor) else torch.stack(list(attentions))
     if A.dim() != 4 or A.shape[-1] != A.shape[-2] or A.shape[-1] != len(tokens):
-        raise ValueError(f"attention_layers_figure: expected (n_layers, H, L, L) with L = {len(tokens)}, "
-                         f"received {tuple(A.shape)}")
+        raise ValueError(
+            f"attention_layers_figure: expected (n_layers, H, L, L) with L = {len(tokens)}, "
+            f"received {tuple(A.shape)}"
+        )
     n_layers, H, L, _ = A.shape
     if not 0 <= initial_layer < n_layers:
-        raise ValueError(f"attention_layers_figure: expected 0 <= initial_layer < {n_layers}, received {initial_layer}")
+        raise ValueError(
+            f"attention_layers_figure: expected 0 <= initial_layer < {n_layers}, received {initial_layer}"
+        )
     n_rows = -(-H // n_cols)
-    fig = make_subplots(rows=n_rows, cols=n_cols, subplot_titles=[f"head {h}" for h in range(H)],
-                        horizontal_spacing=0.03, vertical_spacing=0.07)
+    fig = make_subplots(
+        rows=n_rows,
+        cols=n_cols,
+        subplot_titles=[f"head {h}" for h in range(H)],
+        horizontal_spacing=0.03,
+        vertical_spacing=0.07,
+    )
     labels = [f"{i}:{t}" for i, t in enumerate(tokens)]  # positions keep repeated tokens apart
     for h in range(H):
-        fig.add_trace(go.Heatmap(
-            z=_rounded(A[initial_layer, h]), x=labels, y=labels, zmin=0, zmax=1, colorscale="Viridis",
-            showscale=(h == 0), colorbar=dict(title=dict(text="weight"), len=0.8, thickness=14),
-            hovertemplate="query %{y}<br>key %{x}<br>weight %{z:.3f}<extra></extra>"),
-            row=h // n_cols + 1, col=h % n_cols + 1)
+        fig.add_trace(
+            go.Heatmap(
+                z=_rounded(A[initial_layer, h]),
+                x=labels,
+                y=labels,
+                zmin=0,
+                zmax=1,
+                colorscale="Viridis",
+                showscale=(h == 0),
+                colorbar=dict(title=dict(text="weight"), len=0.8, thickness=14),
+                hovertemplate="query %{y}<br>key %{x}<br>weight %{z:.3f}<extra></extra>",
+            ),
+            row=h // n_cols + 1,
+            col=h % n_cols + 1,
+        )
     fig.update_yaxes(autorange="reversed", showticklabels=False)
     fig.update_xaxes(showticklabels=False)
     for r in range(1, n_rows + 1):  # token labels on the outer edges only
         fig.update_yaxes(showticklabels=True, tickfont=dict(size=8), row=r, col=1)
     for c in range(1, n_cols + 1):
-        fig.update_xaxes(showticklabels=True, tickfont=dict(size=8), tickangle=-60, row=n_rows, col=c)
-    steps = [dict(method="restyle", label=str(layer),
-                  args=[{"z": [_rounded(A[layer, h]) for h in range(H)]}, list(range(H))]) for layer in range(n_layers)]
-    fig.update_layout(
-        title=dict(text=title), template="plotly_white", height=260 * n_rows + 160, autosize=True,
-        margin=dict(l=90, r=30, t=90, b=100),
-        sliders=[dict(active=initial_layer, steps=steps, currentvalue=dict(prefix="layer "), pad=dict(t=60))],
-    )
+        fig.update_xaxes(
+            showticklabels=True, tickfont=dict(size=8), tickangle=-60, row=n_rows, col=c
+        )
+    steps = [
+        dict(
+            method="restyle",
+            label=str(layer),
+            args=[{"z": [_rounded(A[layer, h]) for h in range(H)]}, list(range(H))],
+        )
+        for layer in range(n_layers)
+    ]
+    slider = _slider(steps, "layer ", pad=60, active=initial_layer)
+    margin = dict(l=90, r=30, t=90, b=100)
+    _layout(fig, title, 260 * n_rows + 160, margin=margin, sliders=[slider])
     return fig

@@ -9,12 +9,17 @@ from collections.abc import Sequence
 import torch
 
 from ...nn.masks import causal_mask
-from ._page import _plotly
+from ._page import _layout, _plotly, _slider
 
 __all__ = ["mask_alignment_figure", "mask_variants_figure"]
 
 
-_MASK_COLORSCALE = [[0.0, "#00224e"], [0.5, "#00224e"], [0.5, "#fee838"], [1.0, "#fee838"]]  # cividis ends
+_MASK_COLORSCALE = [
+    [0.0, "#00224e"],
+    [0.5, "#00224e"],
+    [0.5, "#fee838"],
+    [1.0, "#fee838"],
+]  # cividis ends
 
 
 def _mask_colorbar() -> dict:
@@ -37,31 +42,54 @@ def mask_alignment_figure(L: int = 3, S_values: Sequence[int] = (3, 4, 5, 6, 7, 
     """
     go, make_subplots = _plotly()
     if L < 1 or min(S_values) < 1:
-        raise ValueError(f"mask_alignment_figure: expected L >= 1 and every S >= 1, received L={L}, S={list(S_values)}")
+        raise ValueError(
+            f"mask_alignment_figure: expected L >= 1 and every S >= 1, received L={L}, S={list(S_values)}"
+        )
     S_max = max(S_values)
 
     def panels(S):
         ours = causal_mask(L, S).double()
         top_left = torch.ones(L, S, dtype=torch.bool).tril().double()
-        blank = [None] * (S_max - S)  # keys that do not exist yet: None draws a gap (JSON has no NaN)
+        blank = [None] * (
+            S_max - S
+        )  # keys that do not exist yet: None draws a gap (JSON has no NaN)
         return [[row + blank for row in ours.tolist()], [row + blank for row in top_left.tolist()]]
 
-    fig = make_subplots(rows=1, cols=2, horizontal_spacing=0.12,
-                        subplot_titles=["tl.causal_mask(L, S): bottom-right", "torch is_causal: top-left"])
+    fig = make_subplots(
+        rows=1,
+        cols=2,
+        horizontal_spacing=0.12,
+        subplot_titles=["tl.causal_mask(L, S): bottom-right", "torch is_causal: top-left"],
+    )
     keys = [f"key {j}" for j in range(S_max)]
     first = panels(S_values[0])
     for c in range(2):
-        fig.add_trace(go.Heatmap(z=first[c], x=keys, y=[f"query {i}" for i in range(L)], zmin=0, zmax=1,
-                                 colorscale=_MASK_COLORSCALE, showscale=(c == 1), colorbar=_mask_colorbar(),
-                                 xgap=1, ygap=1, hovertemplate="%{y}, %{x}: %{z}<extra></extra>"), row=1, col=c + 1)
+        fig.add_trace(
+            go.Heatmap(
+                z=first[c],
+                x=keys,
+                y=[f"query {i}" for i in range(L)],
+                zmin=0,
+                zmax=1,
+                colorscale=_MASK_COLORSCALE,
+                showscale=(c == 1),
+                colorbar=_mask_colorbar(),
+                xgap=1,
+                ygap=1,
+                hovertemplate="%{y}, %{x}: %{z}<extra></extra>",
+            ),
+            row=1,
+            col=c + 1,
+        )
     fig.update_yaxes(autorange="reversed")
-    steps = [dict(method="restyle", label=str(S), args=[{"z": panels(S)}, [0, 1]])
-             for S in S_values]
-    fig.update_layout(
-        title=dict(text=f"{L} new queries, S keys: only bottom-right alignment lets the last query see every key"),
-        template="plotly_white", height=330, autosize=True, margin=dict(l=80, r=110, t=80, b=40),
-        sliders=[dict(active=0, steps=steps, currentvalue=dict(prefix="S (keys) = "), pad=dict(t=40))],
+    steps = [
+        dict(method="restyle", label=str(S), args=[{"z": panels(S)}, [0, 1]]) for S in S_values
+    ]
+    title = (
+        f"{L} new queries, S keys: only bottom-right alignment lets the last query see every key"
     )
+    slider = _slider(steps, "S (keys) = ", pad=40)
+    _layout(fig, title, 330, margin=dict(l=80, r=110, t=80, b=40), sliders=[slider])
     return fig
 
 
@@ -91,16 +119,25 @@ def mask_variants_figure(tokens: Sequence[str], n_real: int):
     }
     labels = [f"{i}:{t}" for i, t in enumerate(tokens)]
     z = {name: m.double().tolist() for name, m in variants.items()}
-    fig = go.Figure(go.Heatmap(z=z["causal and padding"], x=labels, y=labels, zmin=0, zmax=1,
-                               colorscale=_MASK_COLORSCALE, colorbar=_mask_colorbar(), xgap=1, ygap=1,
-                               hovertemplate="query %{y}<br>key %{x}: %{z}<extra></extra>"))
+    fig = go.Figure(
+        go.Heatmap(
+            z=z["causal and padding"],
+            x=labels,
+            y=labels,
+            zmin=0,
+            zmax=1,
+            colorscale=_MASK_COLORSCALE,
+            colorbar=_mask_colorbar(),
+            xgap=1,
+            ygap=1,
+            hovertemplate="query %{y}<br>key %{x}: %{z}<extra></extra>",
+        )
+    )
     fig.update_yaxes(autorange="reversed", title="query (attending)")
     fig.update_xaxes(title="key (attended to)", tickangle=-60)
     buttons = [dict(method="restyle", label=name, args=[{"z": [zz]}]) for name, zz in z.items()]
-    fig.update_layout(
-        title=dict(text="Masks combine with a logical and: padding hides columns, causality hides the future"),
-        template="plotly_white", height=540, autosize=True, margin=dict(l=110, r=30, t=110, b=110),
-        updatemenus=[dict(buttons=buttons, active=3, direction="down", x=0.0, xanchor="left", y=1.13,
-                          yanchor="top")],
-    )
+    title = "Masks combine with a logical and: padding hides columns, causality hides the future"
+    menu = dict(buttons=buttons, active=3, direction="down")
+    menu.update(x=0.0, xanchor="left", y=1.13, yanchor="top")  # above the plot, on the left
+    _layout(fig, title, 540, margin=dict(l=110, r=30, t=110, b=110), updatemenus=[menu])
     return fig

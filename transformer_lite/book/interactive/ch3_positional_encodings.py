@@ -8,7 +8,7 @@ import torch
 from torch import Tensor
 
 from ...nn.positional import sinusoidal_positional_encoding
-from ._page import _DECIMALS, _plotly, _rounded
+from ._page import _DECIMALS, _layout, _plotly, _rounded, _slider
 
 __all__ = ["sinusoid_shift_matrix", "positional_offset_figure"]
 
@@ -37,16 +37,21 @@ def sinusoid_shift_matrix(k: int, d_model: int, base: float = 10000.0) -> Tensor
     if isinstance(k, bool) or not isinstance(k, int):
         raise ValueError(f"sinusoid_shift_matrix: expected an int offset k, received {k!r}")
     if isinstance(d_model, bool) or not isinstance(d_model, int) or d_model < 2:
-        raise ValueError(f"sinusoid_shift_matrix: expected an int d_model >= 2, received {d_model!r}")
+        raise ValueError(
+            f"sinusoid_shift_matrix: expected an int d_model >= 2, received {d_model!r}"
+        )
     n_pairs = d_model // 2
-    omega = base ** (-2.0 * torch.arange(n_pairs, dtype=torch.float64) / d_model)  # (n_pairs,) rad/position
+    omega = base ** (
+        -2.0 * torch.arange(n_pairs, dtype=torch.float64) / d_model
+    )  # (n_pairs,) rad/position
     c, s = torch.cos(k * omega), torch.sin(k * omega)
     blocks = torch.stack((torch.stack((c, s), -1), torch.stack((-s, c), -1)), -2)  # (n_pairs, 2, 2)
     return torch.block_diag(*blocks)  # (2 n_pairs, 2 n_pairs)
 
 
-def positional_offset_figure(d_model: int = 64, max_offset: int = 64, n_pairs_shown: int = 6,
-                             base: float = 10000.0):
+def positional_offset_figure(
+    d_model: int = 64, max_offset: int = 64, n_pairs_shown: int = 6, base: float = 10000.0
+):
     """Slider over the offset k: the dot product ``PE[p] . PE[p + k]`` and the rotation ``R_k``.
 
     Left: the dot product as a function of the offset (the same curve for every ``p``), with a
@@ -68,12 +73,18 @@ def positional_offset_figure(d_model: int = 64, max_offset: int = 64, n_pairs_sh
     """
     go, make_subplots = _plotly()
     if isinstance(d_model, bool) or not isinstance(d_model, int) or d_model < 2 or d_model % 2:
-        raise ValueError(f"positional_offset_figure: expected an even d_model >= 2, received {d_model!r}")
+        raise ValueError(
+            f"positional_offset_figure: expected an even d_model >= 2, received {d_model!r}"
+        )
     if max_offset < 1:
-        raise ValueError(f"positional_offset_figure: expected max_offset >= 1, received {max_offset}")
+        raise ValueError(
+            f"positional_offset_figure: expected max_offset >= 1, received {max_offset}"
+        )
     if not 1 <= n_pairs_shown <= d_model // 2:
-        raise ValueError(f"positional_offset_figure: expected 1 <= n_pairs_shown <= {d_model // 2}, "
-                         f"received {n_pairs_shown}")
+        raise ValueError(
+            f"positional_offset_figure: expected 1 <= n_pairs_shown <= {d_model // 2}, "
+            f"received {n_pairs_shown}"
+        )
     pe = sinusoidal_positional_encoding(2 * max_offset + 1, d_model, base=base, dtype=torch.float64)
     offsets = list(range(-max_offset, max_offset + 1))
     dots = pe[max_offset] @ pe.T  # (2 max_offset + 1,): PE[p] . PE[p + k] with p = max_offset
@@ -83,31 +94,81 @@ def positional_offset_figure(d_model: int = 64, max_offset: int = 64, n_pairs_sh
     def rot(k):
         return _rounded(sinusoid_shift_matrix(k, d_model, base)[:n, :n])
 
-    fig = make_subplots(rows=1, cols=2, column_widths=[0.55, 0.45], horizontal_spacing=0.1,
-                        subplot_titles=[f"PE[p] · PE[p + k], d_model = {d_model} (any p)",
-                                        f"R_k, first {n_pairs_shown} (sin, cos) pairs"])
-    fig.add_trace(go.Scatter(x=offsets, y=_rounded(dots), mode="lines", name="dot product",
-                             line=dict(color="#3b528b"), hovertemplate="k = %{x}<br>%{y:.3f}<extra></extra>"),
-                  row=1, col=1)
-    fig.add_trace(go.Heatmap(z=rot(0), x=feats, y=feats, zmin=-1, zmax=1, colorscale="RdBu_r", xgap=1, ygap=1,
-                             colorbar=dict(title=dict(text="entry"), len=0.8, thickness=14),
-                             hovertemplate="row %{y}, column %{x}: %{z:.3f}<extra></extra>"), row=1, col=2)
-    fig.add_trace(go.Scatter(x=[0], y=[round(float(dots[max_offset]), _DECIMALS)], mode="markers",
-                             name="chosen k", marker=dict(size=12, color="#d8576b"),
-                             hovertemplate="k = %{x}<br>%{y:.3f}<extra></extra>"), row=1, col=1)
+    fig = make_subplots(
+        rows=1,
+        cols=2,
+        column_widths=[0.55, 0.45],
+        horizontal_spacing=0.1,
+        subplot_titles=[
+            f"PE[p] · PE[p + k], d_model = {d_model} (any p)",
+            f"R_k, first {n_pairs_shown} (sin, cos) pairs",
+        ],
+    )
+    fig.add_trace(
+        go.Scatter(
+            x=offsets,
+            y=_rounded(dots),
+            mode="lines",
+            name="dot product",
+            line=dict(color="#3b528b"),
+            hovertemplate="k = %{x}<br>%{y:.3f}<extra></extra>",
+        ),
+        row=1,
+        col=1,
+    )
+    fig.add_trace(
+        go.Heatmap(
+            z=rot(0),
+            x=feats,
+            y=feats,
+            zmin=-1,
+            zmax=1,
+            colorscale="RdBu_r",
+            xgap=1,
+            ygap=1,
+            colorbar=dict(title=dict(text="entry"), len=0.8, thickness=14),
+            hovertemplate="row %{y}, column %{x}: %{z:.3f}<extra></extra>",
+        ),
+        row=1,
+        col=2,
+    )
+    fig.add_trace(
+        go.Scatter(
+            x=[0],
+            y=[round(float(dots[max_offset]), _DECIMALS)],
+            mode="markers",
+            name="chosen k",
+            marker=dict(size=12, color="#d8576b"),
+            hovertemplate="k = %{x}<br>%{y:.3f}<extra></extra>",
+        ),
+        row=1,
+        col=1,
+    )
     fig.update_xaxes(title_text="offset k (positions)", row=1, col=1)
     fig.update_yaxes(title_text="dot product", row=1, col=1)
     fig.update_yaxes(autorange="reversed", row=1, col=2)
     # restyle cycles through per-trace lists, so every attribute names its value for both traces
     # (1 = the heatmap of R_k, 2 = the marker); None leaves the scatter without a z.
-    steps = [dict(method="restyle", label=str(k),
-                  args=[{"x": [feats, [k]], "y": [feats, [round(float(dots[max_offset + k]), _DECIMALS)]],
-                         "z": [rot(k), None]}, [1, 2]]) for k in range(max_offset + 1)]
-    fig.update_layout(
-        title=dict(text="Moving k positions on is one fixed rotation per feature pair;<br>"
-                   "the dot product depends on k only"),
-        template="plotly_white", height=470, autosize=True, showlegend=False,
-        margin=dict(l=70, r=40, t=90, b=60),
-        sliders=[dict(active=0, steps=steps, currentvalue=dict(prefix="offset k = "), pad=dict(t=50))],
+    steps = [
+        dict(
+            method="restyle",
+            label=str(k),
+            args=[
+                {
+                    "x": [feats, [k]],
+                    "y": [feats, [round(float(dots[max_offset + k]), _DECIMALS)]],
+                    "z": [rot(k), None],
+                },
+                [1, 2],
+            ],
+        )
+        for k in range(max_offset + 1)
+    ]
+    title = (
+        "Moving k positions on is one fixed rotation per feature pair;<br>"
+        "the dot product depends on k only"
     )
+    slider = _slider(steps, "offset k = ", pad=50)
+    margin = dict(l=70, r=40, t=90, b=60)
+    _layout(fig, title, 470, showlegend=False, margin=margin, sliders=[slider])
     return fig

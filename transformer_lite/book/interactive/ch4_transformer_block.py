@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import math
 
-from ._page import _DECIMALS, _plotly
+from ._page import _DECIMALS, _layout, _plotly, _slider
 
 __all__ = ["gradient_norms_depth_figure"]
 
@@ -34,42 +34,58 @@ def gradient_norms_depth_figure(norms: dict, title: str, initial_depth: int | No
         raise ValueError("gradient_norms_depth_figure: expected at least one depth, received none")
     for depth, entry in norms.items():
         if set(entry) != set(variants):
-            raise ValueError(f"gradient_norms_depth_figure: expected variants {list(variants)} for depth {depth}, "
-                             f"received {sorted(entry)}")
+            raise ValueError(
+                f"gradient_norms_depth_figure: expected variants {list(variants)} for depth {depth}, "
+                f"received {sorted(entry)}"
+            )
         for name in variants:
             values = [float(v) for v in entry[name]]
             if len(values) != depth or min(values) <= 0:
-                raise ValueError(f"gradient_norms_depth_figure: expected {depth} positive norms for {name} at depth "
-                                 f"{depth}, received {len(values)} values with minimum {min(values, default=0.0)}")
+                raise ValueError(
+                    f"gradient_norms_depth_figure: expected {depth} positive norms for {name} at depth "
+                    f"{depth}, received {len(values)} values with minimum {min(values, default=0.0)}"
+                )
     depths = sorted(norms)
     initial_depth = depths[0] if initial_depth is None else initial_depth
     if initial_depth not in norms:
-        raise ValueError(f"gradient_norms_depth_figure: expected initial_depth in {depths}, received {initial_depth}")
+        raise ValueError(
+            f"gradient_norms_depth_figure: expected initial_depth in {depths}, received {initial_depth}"
+        )
 
     def state(depth):
         xs = list(range(1, depth + 1))
-        return [xs, xs], [[round(float(v), _DECIMALS) for v in norms[depth][name]] for name in variants]
+        return [xs, xs], [
+            [round(float(v), _DECIMALS) for v in norms[depth][name]] for name in variants
+        ]
 
     colours = {"post-norm": "#00224e", "pre-norm": "#c9a800"}  # cividis ends, readable on white
     xs, ys = state(initial_depth)
     fig = go.Figure()
     for name, x, y in zip(variants, xs, ys):
-        fig.add_trace(go.Scatter(x=x, y=y, mode="lines+markers", name=name, line=dict(color=colours[name], width=2),
-                                 marker=dict(size=6, symbol="circle" if name == "post-norm" else "diamond"),
-                                 hovertemplate=f"{name}<br>layer %{{x}}<br>gradient norm %{{y:.3g}}<extra></extra>"))
+        fig.add_trace(
+            go.Scatter(
+                x=x,
+                y=y,
+                mode="lines+markers",
+                name=name,
+                line=dict(color=colours[name], width=2),
+                marker=dict(size=6, symbol="circle" if name == "post-norm" else "diamond"),
+                hovertemplate=f"{name}<br>layer %{{x}}<br>gradient norm %{{y:.3g}}<extra></extra>",
+            )
+        )
     all_values = [v for d in depths for name in variants for v in norms[d][name]]
     lo, hi = min(all_values), max(all_values)
-    fig.update_yaxes(type="log", title="gradient norm of the layer's parameters",
-                     range=[math.log10(lo) - 0.1, math.log10(hi) + 0.1])
+    fig.update_yaxes(
+        type="log",
+        title="gradient norm of the layer's parameters",
+        range=[math.log10(lo) - 0.1, math.log10(hi) + 0.1],
+    )
     fig.update_xaxes(title="layer (1 = input side)", range=[0, max(depths) + 1])
     steps = []
     for depth in depths:
         x, y = state(depth)
         steps.append(dict(method="restyle", label=str(depth), args=[{"x": x, "y": y}, [0, 1]]))
-    fig.update_layout(
-        title=dict(text=title), template="plotly_white", height=460, autosize=True,
-        margin=dict(l=80, r=30, t=80, b=60), legend=dict(x=0.99, xanchor="right", y=0.99),
-        sliders=[dict(active=depths.index(initial_depth), steps=steps,
-                      currentvalue=dict(prefix="number of layers N = "), pad=dict(t=50))],
-    )
+    slider = _slider(steps, "number of layers N = ", pad=50, active=depths.index(initial_depth))
+    legend = dict(x=0.99, xanchor="right", y=0.99)  # top right
+    _layout(fig, title, 460, margin=dict(l=80, r=30, t=80, b=60), legend=legend, sliders=[slider])
     return fig

@@ -8,13 +8,17 @@ from collections.abc import Sequence
 
 from torch import Tensor
 
-from ._page import _plotly, _rounded
+from ._page import _layout, _plotly, _rounded, _slider
 
 __all__ = ["cross_attention_examples_figure"]
 
 
-def cross_attention_examples_figure(weights: Sequence[Tensor], src_tokens: Sequence[Sequence[str]],
-                                    tgt_tokens: Sequence[Sequence[str]], title: str):
+def cross_attention_examples_figure(
+    weights: Sequence[Tensor],
+    src_tokens: Sequence[Sequence[str]],
+    tgt_tokens: Sequence[Sequence[str]],
+    title: str,
+):
     """Cross-attention of several examples, one heatmap, with a slider that moves through the examples.
 
     Args:
@@ -32,27 +36,47 @@ def cross_attention_examples_figure(weights: Sequence[Tensor], src_tokens: Seque
     """
     go, _ = _plotly()
     if not (len(weights) == len(src_tokens) == len(tgt_tokens)) or not weights:
-        raise ValueError(f"cross_attention_examples_figure: expected as many weights, src_tokens and tgt_tokens "
-                         f"(at least one), received {len(weights)}, {len(src_tokens)}, {len(tgt_tokens)}")
+        raise ValueError(
+            f"cross_attention_examples_figure: expected as many weights, src_tokens and tgt_tokens "
+            f"(at least one), received {len(weights)}, {len(src_tokens)}, {len(tgt_tokens)}"
+        )
     states = []
     for i, (w, s, t) in enumerate(zip(weights, src_tokens, tgt_tokens)):
         if w.dim() != 2 or tuple(w.shape) != (len(t), len(s)):
-            raise ValueError(f"cross_attention_examples_figure: example {i} has weights {tuple(w.shape)}, but "
-                             f"{len(t)} target and {len(s)} source labels")
-        states.append(dict(z=_rounded(w), x=[f"{j}:{a}" for j, a in enumerate(s)],
-                           y=[f"{j}:{a}" for j, a in enumerate(t)]))
+            raise ValueError(
+                f"cross_attention_examples_figure: example {i} has weights {tuple(w.shape)}, but "
+                f"{len(t)} target and {len(s)} source labels"
+            )
+        states.append(
+            dict(
+                z=_rounded(w),
+                x=[f"{j}:{a}" for j, a in enumerate(s)],
+                y=[f"{j}:{a}" for j, a in enumerate(t)],
+            )
+        )
     first = states[0]
-    fig = go.Figure(go.Heatmap(
-        z=first["z"], x=first["x"], y=first["y"], zmin=0, zmax=1, colorscale="Viridis",
-        colorbar=dict(title=dict(text="weight"), thickness=14),
-        hovertemplate="target %{y}<br>source %{x}<br>weight %{z:.3f}<extra></extra>"))
+    fig = go.Figure(
+        go.Heatmap(
+            z=first["z"],
+            x=first["x"],
+            y=first["y"],
+            zmin=0,
+            zmax=1,
+            colorscale="Viridis",
+            colorbar=dict(title=dict(text="weight"), thickness=14),
+            hovertemplate="target %{y}<br>source %{x}<br>weight %{z:.3f}<extra></extra>",
+        )
+    )
     fig.update_yaxes(autorange="reversed", title="decoder input (query)")
     fig.update_xaxes(title="source position (key)")
-    steps = [dict(method="restyle", label=str(i), args=[{"z": [st["z"]], "x": [st["x"]], "y": [st["y"]]}, [0]])
-             for i, st in enumerate(states)]
-    fig.update_layout(
-        title=dict(text=title), template="plotly_white", height=520, autosize=True,
-        margin=dict(l=110, r=30, t=80, b=80),
-        sliders=[dict(active=0, steps=steps, currentvalue=dict(prefix="held-out example "), pad=dict(t=60))],
-    )
+    steps = [
+        dict(
+            method="restyle",
+            label=str(i),
+            args=[{"z": [st["z"]], "x": [st["x"]], "y": [st["y"]]}, [0]],
+        )
+        for i, st in enumerate(states)
+    ]
+    slider = _slider(steps, "held-out example ", pad=60)
+    _layout(fig, title, 520, margin=dict(l=110, r=30, t=80, b=80), sliders=[slider])
     return fig

@@ -11,13 +11,19 @@ from torch import Tensor
 
 from ...nn.recurrent import RNN
 from ..jacobians import gradient_norm_vs_lag, recurrent_weight, rnn_step_jacobians
-from ._page import _plotly, _sig
+from ._page import _layout, _plotly, _sig, _slider
 
 __all__ = ["rnn_lag_profile", "rnn_gradient_figure"]
 
 
-def rnn_lag_profile(spectral_radius: float, input_scale: float = 0.01, hidden_size: int = 64, length: int = 60,
-                    nonlinearity: str = "tanh", seed: int = 0) -> tuple[Tensor, Tensor, float]:
+def rnn_lag_profile(
+    spectral_radius: float,
+    input_scale: float = 0.01,
+    hidden_size: int = 64,
+    length: int = 60,
+    nonlinearity: str = "tanh",
+    seed: int = 0,
+) -> tuple[Tensor, Tensor, float]:
     """``||dh_T/dh_{T-k}||_2`` against the lag ``k`` for an Elman RNN with a chosen spectral radius.
 
     The set-up of chapter 6: an :class:`~transformer_lite.nn.recurrent.RNN` in float64 with
@@ -52,7 +58,9 @@ def rnn_lag_profile(spectral_radius: float, input_scale: float = 0.01, hidden_si
         rnn.bias_ih.zero_()
         rnn.bias_hh.zero_()
     g = torch.Generator().manual_seed(seed + 1)
-    x = input_scale * torch.randn(1, length, hidden_size, generator=g, dtype=torch.float64)  # (1, T, H)
+    x = input_scale * torch.randn(
+        1, length, hidden_size, generator=g, dtype=torch.float64
+    )  # (1, T, H)
     jac = rnn_step_jacobians(rnn, x)  # (1, T, H, H)
     lags, norms = gradient_norm_vs_lag(jac)  # (T + 1,), (1, T + 1)
     with torch.no_grad():
@@ -61,9 +69,14 @@ def rnn_lag_profile(spectral_radius: float, input_scale: float = 0.01, hidden_si
     return lags, norms[0], float(dphi.mean())
 
 
-def rnn_gradient_figure(radii: Sequence[float] = tuple(round(0.5 + 0.05 * i, 2) for i in range(21)),
-                        input_scales: Sequence[float] = (0.01, 1.0, 3.0), hidden_size: int = 32, length: int = 60,
-                        initial_radius: float = 1.0, seed: int = 0):
+def rnn_gradient_figure(
+    radii: Sequence[float] = tuple(round(0.5 + 0.05 * i, 2) for i in range(21)),
+    input_scales: Sequence[float] = (0.01, 1.0, 3.0),
+    hidden_size: int = 32,
+    length: int = 60,
+    initial_radius: float = 1.0,
+    seed: int = 0,
+):
     """Slider over the spectral radius: ``||dh_T/dh_{T-k}||`` against the lag for several input scales.
 
     One line per input scale (:func:`rnn_lag_profile`, tanh), plus the dashed line ``radius**k``
@@ -85,37 +98,59 @@ def rnn_gradient_figure(radii: Sequence[float] = tuple(round(0.5 + 0.05 * i, 2) 
     go, _ = _plotly()
     radii, input_scales = [float(r) for r in radii], [float(s) for s in input_scales]
     if not radii or not input_scales:
-        raise ValueError(f"rnn_gradient_figure: expected at least one radius and one input scale, received "
-                         f"{len(radii)} and {len(input_scales)}")
+        raise ValueError(
+            f"rnn_gradient_figure: expected at least one radius and one input scale, received "
+            f"{len(radii)} and {len(input_scales)}"
+        )
     if initial_radius not in radii:
-        raise ValueError(f"rnn_gradient_figure: expected initial_radius in radii {radii}, received {initial_radius}")
+        raise ValueError(
+            f"rnn_gradient_figure: expected initial_radius in radii {radii}, received {initial_radius}"
+        )
     lags = list(range(length + 1))
     states = []
     for r in radii:
-        curves = [_sig(rnn_lag_profile(r, s, hidden_size, length, "tanh", seed)[1]) for s in input_scales]
+        curves = [
+            _sig(rnn_lag_profile(r, s, hidden_size, length, "tanh", seed)[1]) for s in input_scales
+        ]
         curves.append(_sig([r**k for k in lags]))
         states.append(curves)
     start = radii.index(initial_radius)
     colors = ["#3b528b", "#21918c", "#d8576b", "#fde725"]
     fig = go.Figure()
     for i, s in enumerate(input_scales):
-        fig.add_trace(go.Scatter(x=lags, y=states[start][i], mode="lines", name=f"tanh, inputs with std {s:g}",
-                                 line=dict(color=colors[i % len(colors)], width=2.5),
-                                 hovertemplate="lag %{x}<br>norm %{y:.3g}<extra></extra>"))
-    fig.add_trace(go.Scatter(x=lags, y=states[start][-1], mode="lines", name="radius^lag (linear network)",
-                             line=dict(color="#555555", dash="dash"),
-                             hovertemplate="lag %{x}<br>radius^lag %{y:.3g}<extra></extra>"))
-    traces = list(range(len(input_scales) + 1))
-    steps = [dict(method="restyle", label=f"{r:.2f}", args=[{"y": states[j]}, traces]) for j, r in enumerate(radii)]
-    fig.update_xaxes(title_text="lag k = T - s (steps back from the last state)")
-    fig.update_yaxes(title_text="||dh_T / dh_(T-k)|| (spectral norm)", type="log", exponentformat="power")
-    fig.update_layout(
-        # the title at the top of the figure, the legend between it and the plot (never on top of each other)
-        title=dict(text=f"RNN gradient reach, H = {hidden_size}: radius sets the trend, saturation pulls it down",
-                   font=dict(size=14), y=0.98, yref="container", yanchor="top"),
-        template="plotly_white", height=550, autosize=True, margin=dict(l=80, r=30, t=105, b=60),
-        legend=dict(orientation="h", yanchor="bottom", y=1.02, x=0),
-        sliders=[dict(active=start, steps=steps, currentvalue=dict(prefix="spectral radius of W_hh = "),
-                      pad=dict(t=60))],
+        fig.add_trace(
+            go.Scatter(
+                x=lags,
+                y=states[start][i],
+                mode="lines",
+                name=f"tanh, inputs with std {s:g}",
+                line=dict(color=colors[i % len(colors)], width=2.5),
+                hovertemplate="lag %{x}<br>norm %{y:.3g}<extra></extra>",
+            )
+        )
+    fig.add_trace(
+        go.Scatter(
+            x=lags,
+            y=states[start][-1],
+            mode="lines",
+            name="radius^lag (linear network)",
+            line=dict(color="#555555", dash="dash"),
+            hovertemplate="lag %{x}<br>radius^lag %{y:.3g}<extra></extra>",
+        )
     )
+    traces = list(range(len(input_scales) + 1))
+    steps = [
+        dict(method="restyle", label=f"{r:.2f}", args=[{"y": states[j]}, traces])
+        for j, r in enumerate(radii)
+    ]
+    fig.update_xaxes(title_text="lag k = T - s (steps back from the last state)")
+    fig.update_yaxes(
+        title_text="||dh_T / dh_(T-k)|| (spectral norm)", type="log", exponentformat="power"
+    )
+    # the title at the top of the figure, the legend between it and the plot (never on top of each other)
+    text = f"RNN gradient reach, H = {hidden_size}: radius sets the trend, saturation pulls it down"
+    title = dict(text=text, font=dict(size=14), y=0.98, yref="container", yanchor="top")
+    slider = _slider(steps, "spectral radius of W_hh = ", pad=60, active=start)
+    legend = dict(orientation="h", yanchor="bottom", y=1.02, x=0)
+    _layout(fig, title, 550, margin=dict(l=80, r=30, t=105, b=60), legend=legend, sliders=[slider])
     return fig

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import math
 
-from ._page import _plotly, _sig
+from ._page import _layout, _plotly, _sig, _slider
 
 __all__ = ["attention_cost_figure"]
 
@@ -35,8 +35,10 @@ def attention_cost_figure(results: dict):
     go, make_subplots = _plotly()
     rows = results.get("rows") if isinstance(results, dict) else None
     if not rows:
-        raise ValueError("attention_cost_figure: expected results with a non-empty 'rows' list "
-                         "(benchmarks/results.json)")
+        raise ValueError(
+            "attention_cost_figure: expected results with a non-empty 'rows' list "
+            "(benchmarks/results.json)"
+        )
     impls = ["ours_direct", "ours_tiled", "torch_sdpa"]
     names = ["direct (ours)", "tiled (ours)", "torch fused"]
     states = []
@@ -45,7 +47,9 @@ def attention_cost_figure(results: dict):
             mem = [row["score_bytes"]] + [row["alloc"][k] for k in impls]
             ms = [row["time"][k] * 1e3 for k in impls]
         except KeyError as exc:
-            raise ValueError(f"attention_cost_figure: row {row.get('L')!r} misses the key {exc}") from None
+            raise ValueError(
+                f"attention_cost_figure: row {row.get('L')!r} misses the key {exc}"
+            ) from None
         mib = _sig([m / 2**20 for m in mem], 3)
         ms = _sig(ms, 3)
         states.append(dict(L=row["L"], mib=mib, ms=ms))
@@ -54,14 +58,31 @@ def attention_cost_figure(results: dict):
     colors_mem = ["#999999", "#3b528b", "#21918c", "#e6a100"]
     colors_time = ["#3b528b", "#21918c", "#e6a100"]
     first = states[0]
-    fig = make_subplots(rows=1, cols=2, column_widths=[0.58, 0.42], horizontal_spacing=0.12,
-                        subplot_titles=["memory (MiB)", "median time (ms)"])
-    fig.add_trace(go.Bar(x=mem_x, y=first["mib"], text=[f"{v:g}" for v in first["mib"]], textposition="outside",
-                         marker_color=colors_mem, name="memory", hovertemplate="%{x}: %{y:.3g} MiB<extra></extra>"),
-                  row=1, col=1)
-    fig.add_trace(go.Bar(x=time_x, y=first["ms"], text=[f"{v:g}" for v in first["ms"]], textposition="outside",
-                         marker_color=colors_time, name="time", hovertemplate="%{x}: %{y:.3g} ms<extra></extra>"),
-                  row=1, col=2)
+    fig = make_subplots(
+        rows=1,
+        cols=2,
+        column_widths=[0.58, 0.42],
+        horizontal_spacing=0.12,
+        subplot_titles=["memory (MiB)", "median time (ms)"],
+    )
+    panels = [
+        (mem_x, "mib", colors_mem, "memory", "MiB"),
+        (time_x, "ms", colors_time, "time", "ms"),
+    ]
+    for col, (x, key, colors, name, unit) in enumerate(panels, start=1):
+        fig.add_trace(
+            go.Bar(
+                x=x,
+                y=first[key],
+                text=[f"{v:g}" for v in first[key]],
+                textposition="outside",
+                marker_color=colors,
+                name=name,
+                hovertemplate=f"%{{x}}: %{{y:.3g}} {unit}<extra></extra>",
+            ),
+            row=1,
+            col=col,
+        )
     all_mib = [v for s in states for v in s["mib"]]
     all_ms = [v for s in states for v in s["ms"]]
 
@@ -70,18 +91,30 @@ def attention_cost_figure(results: dict):
 
     fig.update_yaxes(type="log", range=log_range(all_mib), title_text="MiB", row=1, col=1)
     fig.update_yaxes(type="log", range=log_range(all_ms), title_text="ms", row=1, col=2)
-    steps = [dict(method="restyle", label=str(s["L"]),
-                  args=[{"y": [s["mib"], s["ms"]], "text": [[f"{v:g}" for v in s["mib"]],
-                                                             [f"{v:g}" for v in s["ms"]]]}, [0, 1]])
-             for s in states]
+    steps = [
+        dict(
+            method="restyle",
+            label=str(s["L"]),
+            args=[
+                {
+                    "y": [s["mib"], s["ms"]],
+                    "text": [[f"{v:g}" for v in s["mib"]], [f"{v:g}" for v in s["ms"]]],
+                },
+                [0, 1],
+            ],
+        )
+        for s in states
+    ]
     cfg = results.get("config", {})
     date = results.get("info", {}).get("date", "?")
-    fig.update_layout(
-        # two short lines: one long line is clipped at the book's column width
-        title=dict(text=f"Scores grow as L², the tiled method's memory barely grows; time grows for both<br>"
-                        f"<span style='font-size:11px'>B={cfg.get('batch', '?')}, H={cfg.get('heads', '?')}, "
-                        f"d_head={cfg.get('d_head', '?')}, measured {date}</span>", font=dict(size=13)),
-        template="plotly_white", height=500, autosize=True, showlegend=False, margin=dict(l=70, r=30, t=90, b=90),
-        sliders=[dict(active=0, steps=steps, currentvalue=dict(prefix="sequence length L = "), pad=dict(t=70))],
+    # two short lines: one long line is clipped at the book's column width
+    text = (
+        f"Scores grow as L², the tiled method's memory barely grows; time grows for both<br>"
+        f"<span style='font-size:11px'>B={cfg.get('batch', '?')}, H={cfg.get('heads', '?')}, "
+        f"d_head={cfg.get('d_head', '?')}, measured {date}</span>"
     )
+    slider = _slider(steps, "sequence length L = ", pad=70)
+    margin = dict(l=70, r=30, t=90, b=90)
+    title = dict(text=text, font=dict(size=13))
+    _layout(fig, title, 500, showlegend=False, margin=margin, sliders=[slider])
     return fig

@@ -10,9 +10,14 @@ from collections.abc import Sequence
 import torch
 from torch import Tensor
 
-from ._page import _plotly, _rounded
+from ._page import _layout, _plotly, _rounded, _slider
 
 __all__ = ["next_token_temperature_figure"]
+
+# The note on entropy and the mass outside the bars: in the top right corner, on a white box.
+_NOTE_PLACE = dict(xref="paper", yref="paper", x=0.99, y=0.98, xanchor="right", yanchor="top")
+_NOTE_BOX = dict(align="right", showarrow=False, bgcolor="rgba(255,255,255,0.85)")
+_NOTE_BOX.update(bordercolor="#999999", borderwidth=1)
 
 
 def _display_char(label: str) -> str:
@@ -21,12 +26,15 @@ def _display_char(label: str) -> str:
     return {"\n": "⏎", "\t": "\\t", " ": "␣"}.get(label, label)
 
 
-def next_token_temperature_figure(logits: Tensor, labels: Sequence[str],
-                                  temperatures: Sequence[float] = (0.0, 0.25, 0.5, 0.75, 1.0, 1.5, 2.0),
-                                  top_n: int = 20,
-                                  title: str = "Temperature reshapes the next-character distribution: 0 keeps only "
-                                               "the most likely character, 2 spreads the mass",
-                                  initial_temperature: float | None = None):
+def next_token_temperature_figure(
+    logits: Tensor,
+    labels: Sequence[str],
+    temperatures: Sequence[float] = (0.0, 0.25, 0.5, 0.75, 1.0, 1.5, 2.0),
+    top_n: int = 20,
+    title: str = "Temperature reshapes the next-character distribution: 0 keeps only "
+    "the most likely character, 2 spreads the mass",
+    initial_temperature: float | None = None,
+):
     """Slider over the temperature: the probabilities of the ``top_n`` most likely next tokens of one context.
 
     Each state draws ``softmax(logits / T)`` (Hinton, Vinyals & Dean, 2015, Eq. 1) for the ``top_n`` tokens
@@ -56,24 +64,43 @@ def next_token_temperature_figure(logits: Tensor, labels: Sequence[str],
             ``top_n < 1``, or ``initial_temperature`` is not one of ``temperatures``.
     """
     go, _ = _plotly()
-    if not isinstance(logits, Tensor) or logits.dim() != 1 or logits.numel() < 1 or not logits.is_floating_point():
-        got = f"{tuple(logits.shape)} {logits.dtype}" if isinstance(logits, Tensor) else type(logits).__name__
-        raise ValueError(f"next_token_temperature_figure: expected floating logits of shape (V,), received {got}")
+    if (
+        not isinstance(logits, Tensor)
+        or logits.dim() != 1
+        or logits.numel() < 1
+        or not logits.is_floating_point()
+    ):
+        got = (
+            f"{tuple(logits.shape)} {logits.dtype}"
+            if isinstance(logits, Tensor)
+            else type(logits).__name__
+        )
+        raise ValueError(
+            f"next_token_temperature_figure: expected floating logits of shape (V,), received {got}"
+        )
     V = logits.shape[0]
     labels = [str(c) for c in labels]
     if len(labels) != V or len(set(labels)) != V:
-        raise ValueError(f"next_token_temperature_figure: expected {V} distinct labels (one per logit), received "
-                         f"{len(labels)} with {len(set(labels))} distinct")
+        raise ValueError(
+            f"next_token_temperature_figure: expected {V} distinct labels (one per logit), received "
+            f"{len(labels)} with {len(set(labels))} distinct"
+        )
     temperatures = [float(t) for t in temperatures]
     if not temperatures or not all(math.isfinite(t) and t >= 0 for t in temperatures):
-        raise ValueError(f"next_token_temperature_figure: expected finite temperatures >= 0, received {temperatures}")
+        raise ValueError(
+            f"next_token_temperature_figure: expected finite temperatures >= 0, received {temperatures}"
+        )
     if isinstance(top_n, bool) or not isinstance(top_n, int) or top_n < 1:
-        raise ValueError(f"next_token_temperature_figure: expected an int top_n >= 1, received {top_n!r}")
+        raise ValueError(
+            f"next_token_temperature_figure: expected an int top_n >= 1, received {top_n!r}"
+        )
     if initial_temperature is None:
         initial_temperature = 1.0 if 1.0 in temperatures else temperatures[0]
     if initial_temperature not in temperatures:
-        raise ValueError(f"next_token_temperature_figure: expected initial_temperature in {temperatures}, "
-                         f"received {initial_temperature}")
+        raise ValueError(
+            f"next_token_temperature_figure: expected initial_temperature in {temperatures}, "
+            f"received {initial_temperature}"
+        )
     n = min(top_n, V)
     z = logits.detach().double().cpu()  # (V,)
     order = torch.argsort(z, descending=True, stable=True)  # (V,): ties keep the lower id first
@@ -81,7 +108,9 @@ def next_token_temperature_figure(logits: Tensor, labels: Sequence[str],
 
     def distribution(t: float) -> Tensor:
         if t == 0:
-            return torch.zeros(V, dtype=torch.float64).index_fill_(0, z.argmax().reshape(1), 1.0)  # greedy
+            return torch.zeros(V, dtype=torch.float64).index_fill_(
+                0, z.argmax().reshape(1), 1.0
+            )  # greedy
         return torch.softmax(z / t, dim=0)  # (V,)
 
     states = []
@@ -95,18 +124,29 @@ def next_token_temperature_figure(logits: Tensor, labels: Sequence[str],
         states.append(dict(y=_rounded(p[shown]), label=label, note=note))
     start = temperatures.index(initial_temperature)
     x = [_display_char(labels[i]) for i in shown.tolist()]
-    fig = go.Figure(go.Bar(x=x, y=states[start]["y"], marker_color="#3b528b", name="probability",
-                           hovertemplate="%{x}: %{y:.4f}<extra></extra>"))
-    fig.update_xaxes(title_text="next character", type="category", categoryorder="array", categoryarray=x)
-    fig.update_yaxes(title_text="probability", range=[0, 1])
-    steps = [dict(method="update", label=s["label"], args=[{"y": [s["y"]]}, {"annotations[0].text": s["note"]}, [0]])
-             for s in states]
-    fig.update_layout(
-        title=dict(text=title), template="plotly_white", height=460, autosize=True,
-        margin=dict(l=70, r=30, t=80, b=60), showlegend=False,
-        annotations=[dict(text=states[start]["note"], xref="paper", yref="paper", x=0.99, y=0.98, xanchor="right",
-                          yanchor="top", align="right", showarrow=False, bgcolor="rgba(255,255,255,0.85)",
-                          bordercolor="#999999", borderwidth=1)],
-        sliders=[dict(active=start, steps=steps, currentvalue=dict(prefix="temperature T = "), pad=dict(t=60))],
+    fig = go.Figure(
+        go.Bar(
+            x=x,
+            y=states[start]["y"],
+            marker_color="#3b528b",
+            name="probability",
+            hovertemplate="%{x}: %{y:.4f}<extra></extra>",
+        )
     )
+    fig.update_xaxes(
+        title_text="next character", type="category", categoryorder="array", categoryarray=x
+    )
+    fig.update_yaxes(title_text="probability", range=[0, 1])
+    steps = [
+        dict(
+            method="update",
+            label=s["label"],
+            args=[{"y": [s["y"]]}, {"annotations[0].text": s["note"]}, [0]],
+        )
+        for s in states
+    ]
+    note = dict(text=states[start]["note"], **_NOTE_PLACE, **_NOTE_BOX)
+    slider = _slider(steps, "temperature T = ", pad=60, active=start)
+    margin = dict(l=70, r=30, t=80, b=60)
+    _layout(fig, title, 460, margin=margin, showlegend=False, annotations=[note], sliders=[slider])
     return fig

@@ -14,13 +14,24 @@ MASK_CMAP = ListedColormap([plt.get_cmap("cividis")(0.0), plt.get_cmap("cividis"
 
 
 def _as_2d(weights: Tensor | np.ndarray) -> np.ndarray:
-    w = weights.detach().cpu().double().numpy() if isinstance(weights, Tensor) else np.asarray(weights, dtype=float)
+    w = (
+        weights.detach().cpu().double().numpy()
+        if isinstance(weights, Tensor)
+        else np.asarray(weights, dtype=float)
+    )
     if w.ndim != 2:
         raise ValueError(f"expected a 2-D (L, S) array, received shape {w.shape}")
     return w
 
 
-_LINE_COLORS = ["#3b528b", "#21918c", "#d8576b", "#e6a100", "#5ec962", "#440154"]  # distinguishable, colour-blind safe
+_LINE_COLORS = [
+    "#3b528b",
+    "#21918c",
+    "#d8576b",
+    "#e6a100",
+    "#5ec962",
+    "#440154",
+]  # distinguishable, colour-blind safe
 _MARKERS = ["o", "s", "D", "^", "v", "P"]
 
 

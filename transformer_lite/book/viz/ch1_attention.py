@@ -16,9 +16,17 @@ from ._style import _as_2d
 __all__ = ["plot_attention", "plot_head_grid"]
 
 
-def plot_attention(weights: Tensor | np.ndarray, query_tokens: Sequence[str], key_tokens: Sequence[str] | None = None,
-                   title: str = "", ax: plt.Axes | None = None, cmap: str = "viridis", vmax: float | None = 1.0,
-                   annotate: bool = False, colorbar: bool = True) -> plt.Axes:
+def plot_attention(
+    weights: Tensor | np.ndarray,
+    query_tokens: Sequence[str],
+    key_tokens: Sequence[str] | None = None,
+    title: str = "",
+    ax: plt.Axes | None = None,
+    cmap: str = "viridis",
+    vmax: float | None = 1.0,
+    annotate: bool = False,
+    colorbar: bool = True,
+) -> plt.Axes:
     """Heatmap of one head's attention weights, queries as rows and keys as columns.
 
     Args:
@@ -41,8 +49,10 @@ def plot_attention(weights: Tensor | np.ndarray, query_tokens: Sequence[str], ke
     w = _as_2d(weights)
     key_tokens = list(query_tokens) if key_tokens is None else list(key_tokens)
     if w.shape != (len(query_tokens), len(key_tokens)):
-        raise ValueError(f"plot_attention: weights of shape {w.shape} need {w.shape[0]} query labels and "
-                         f"{w.shape[1]} key labels, received {len(query_tokens)} and {len(key_tokens)}")
+        raise ValueError(
+            f"plot_attention: weights of shape {w.shape} need {w.shape[0]} query labels and "
+            f"{w.shape[1]} key labels, received {len(query_tokens)} and {len(key_tokens)}"
+        )
     if ax is None:
         _, ax = plt.subplots(figsize=(1.0 + 0.42 * w.shape[1], 0.8 + 0.38 * w.shape[0]))
     im = ax.imshow(w, cmap=cmap, vmin=0.0, vmax=vmax, aspect="auto")
@@ -56,16 +66,28 @@ def plot_attention(weights: Tensor | np.ndarray, query_tokens: Sequence[str], ke
         for i in range(w.shape[0]):
             for j in range(w.shape[1]):
                 v = w[i, j]
-                ax.text(j, i, f"{v:.2f}", ha="center", va="center", fontsize=8,
-                        color="black" if v > 0.6 * (vmax or w.max()) else "white")
+                ax.text(
+                    j,
+                    i,
+                    f"{v:.2f}",
+                    ha="center",
+                    va="center",
+                    fontsize=8,
+                    color="black" if v > 0.6 * (vmax or w.max()) else "white",
+                )
     if colorbar:
         ax.figure.colorbar(im, ax=ax, label="attention weight", fraction=0.046, pad=0.04)
     return ax
 
 
-def plot_head_grid(attentions: Sequence[Tensor] | Tensor, tokens: Sequence[str], title: str = "",
-                   cmap: str = "viridis", cell_size: float = 1.15,
-                   tick_positions: Sequence[int] | None = None) -> plt.Figure:
+def plot_head_grid(
+    attentions: Sequence[Tensor] | Tensor,
+    tokens: Sequence[str],
+    title: str = "",
+    cmap: str = "viridis",
+    cell_size: float = 1.15,
+    tick_positions: Sequence[int] | None = None,
+) -> plt.Figure:
     """All heads of all layers as a grid of small heatmaps (rows = layers, columns = heads).
 
     Args:
@@ -88,24 +110,39 @@ def plot_head_grid(attentions: Sequence[Tensor] | Tensor, tokens: Sequence[str],
     if not isinstance(attentions, Tensor):
         shapes = {tuple(a.shape) for a in attentions}
         if len(shapes) != 1:
-            raise ValueError(f"plot_head_grid: expected every layer's weights to share one shape (H, L, L), "
-                             f"received {sorted(shapes)}")
+            raise ValueError(
+                f"plot_head_grid: expected every layer's weights to share one shape (H, L, L), "
+                f"received {sorted(shapes)}"
+            )
         attentions = torch.stack(list(attentions))
     A = attentions
     if A.dim() != 4 or A.shape[-1] != A.shape[-2] or A.shape[-1] != len(tokens):
-        raise ValueError(f"plot_head_grid: expected (n_layers, H, L, L) with L = {len(tokens)}, "
-                         f"received {tuple(A.shape)}")
+        raise ValueError(
+            f"plot_head_grid: expected (n_layers, H, L, L) with L = {len(tokens)}, "
+            f"received {tuple(A.shape)}"
+        )
     n_layers, H = A.shape[:2]
     ticks = list(range(len(tokens))) if tick_positions is None else [int(p) for p in tick_positions]
     size, head_size = (5, 9) if tick_positions is None else (7, 8)  # few labels: legible ones
     if any(not 0 <= p < len(tokens) for p in ticks):
-        raise ValueError(f"plot_head_grid: expected tick positions in [0, {len(tokens)}), received {ticks}")
-    fig, axes = plt.subplots(n_layers, H, figsize=(cell_size * H + 1.6, cell_size * n_layers + 1.2),
-                             squeeze=False, sharex=True, sharey=True, layout="constrained")
+        raise ValueError(
+            f"plot_head_grid: expected tick positions in [0, {len(tokens)}), received {ticks}"
+        )
+    fig, axes = plt.subplots(
+        n_layers,
+        H,
+        figsize=(cell_size * H + 1.6, cell_size * n_layers + 1.2),
+        squeeze=False,
+        sharex=True,
+        sharey=True,
+        layout="constrained",
+    )
     for layer in range(n_layers):
         for head in range(H):
             ax = axes[layer, head]
-            im = ax.imshow(A[layer, head].detach().cpu().double().numpy(), cmap=cmap, vmin=0, vmax=1)
+            im = ax.imshow(
+                A[layer, head].detach().cpu().double().numpy(), cmap=cmap, vmin=0, vmax=1
+            )
             ax.tick_params(length=0, pad=1, labelsize=size)
             if layer == 0:
                 ax.set_title(f"head {head}", fontsize=head_size)

@@ -14,9 +14,15 @@ from torch import Tensor
 __all__ = ["plot_score_bias"]
 
 
-def plot_score_bias(bias: Tensor, title: str = "", head_labels: Sequence[str] | None = None,
-                    vmax: float | None = None, n_cols: int | None = None,
-                    cell_size: float = 2.3, scale: str = "shared") -> plt.Figure:
+def plot_score_bias(
+    bias: Tensor,
+    title: str = "",
+    head_labels: Sequence[str] | None = None,
+    vmax: float | None = None,
+    n_cols: int | None = None,
+    cell_size: float = 2.3,
+    scale: str = "shared",
+) -> plt.Figure:
     """What a relative position bias or ALiBi adds to the attention scores: one heatmap per head.
 
     Two colour scales:
@@ -56,15 +62,25 @@ def plot_score_bias(bias: Tensor, title: str = "", head_labels: Sequence[str] | 
             the wrong length, ``scale`` is neither ``"shared"`` nor ``"per_head"``, or ``vmax`` is
             given with ``scale="per_head"``.
     """
-    if not isinstance(bias, Tensor) or not bias.is_floating_point() or bias.dim() not in (3, 4) \
-            or (bias.dim() == 4 and bias.shape[0] != 1):
-        raise ValueError("plot_score_bias: expected a floating bias of shape (H, L, S) or (1, H, L, S), received "
-                         f"{tuple(getattr(bias, 'shape', ()))} of dtype {getattr(bias, 'dtype', type(bias).__name__)}")
+    if (
+        not isinstance(bias, Tensor)
+        or not bias.is_floating_point()
+        or bias.dim() not in (3, 4)
+        or (bias.dim() == 4 and bias.shape[0] != 1)
+    ):
+        raise ValueError(
+            "plot_score_bias: expected a floating bias of shape (H, L, S) or (1, H, L, S), received "
+            f"{tuple(getattr(bias, 'shape', ()))} of dtype {getattr(bias, 'dtype', type(bias).__name__)}"
+        )
     if scale not in ("shared", "per_head"):
-        raise ValueError(f"plot_score_bias: expected scale 'shared' or 'per_head', received {scale!r}")
+        raise ValueError(
+            f"plot_score_bias: expected scale 'shared' or 'per_head', received {scale!r}"
+        )
     if scale == "per_head" and vmax is not None:
-        raise ValueError("plot_score_bias: expected vmax=None with scale='per_head' (each head sets its own "
-                         f"limits), received vmax={vmax}")
+        raise ValueError(
+            "plot_score_bias: expected vmax=None with scale='per_head' (each head sets its own "
+            f"limits), received vmax={vmax}"
+        )
     b = bias[0] if bias.dim() == 4 else bias  # (H, L, S)
     H, L, S = b.shape
     labels = [f"head {h}" for h in range(H)] if head_labels is None else list(head_labels)
@@ -92,16 +108,27 @@ def plot_score_bias(bias: Tensor, title: str = "", head_labels: Sequence[str] | 
     n_cols = min(H, 4) if n_cols is None else n_cols
     n_rows = -(-H // n_cols)
     width = (cell_size + (0.9 if per_head else 0.0)) * n_cols + (0.6 if per_head else 1.4)
-    fig, axes = plt.subplots(n_rows, n_cols, figsize=(width, cell_size * n_rows + 0.9),
-                             squeeze=False, layout="constrained")
+    fig, axes = plt.subplots(
+        n_rows,
+        n_cols,
+        figsize=(width, cell_size * n_rows + 0.9),
+        squeeze=False,
+        layout="constrained",
+    )
     for h in range(n_rows * n_cols):
         ax = axes[h // n_cols, h % n_cols]
         if h >= H:
             ax.axis("off")
             continue
         lo, hi = limits[h]
-        im = ax.imshow(np.ma.masked_where(blocked[h], values[h]), cmap=cmap, vmin=lo, vmax=hi,
-                       aspect="auto", interpolation="nearest")
+        im = ax.imshow(
+            np.ma.masked_where(blocked[h], values[h]),
+            cmap=cmap,
+            vmin=lo,
+            vmax=hi,
+            aspect="auto",
+            interpolation="nearest",
+        )
         ax.set_title(labels[h], fontsize=10)
         ax.set_xlabel("key position j", fontsize=9)
         if h % n_cols == 0:
@@ -112,7 +139,10 @@ def plot_score_bias(bias: Tensor, title: str = "", head_labels: Sequence[str] | 
         if per_head:
             cbar = fig.colorbar(im, ax=ax, fraction=0.08, pad=0.03)
             cbar.ax.tick_params(labelsize=8)
-            cbar.set_label("added to the score" + (f"\n({inf_note})" if inf_note and h == 0 else ""), fontsize=9)
+            cbar.set_label(
+                "added to the score" + (f"\n({inf_note})" if inf_note and h == 0 else ""),
+                fontsize=9,
+            )
     if not per_head:
         label = "added to the score" + (f"  ({inf_note})" if inf_note else "")
         fig.colorbar(im, ax=axes, label=label, fraction=0.025, pad=0.02)

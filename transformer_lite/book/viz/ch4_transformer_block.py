@@ -13,8 +13,14 @@ from ._style import _as_2d
 __all__ = ["plot_activations"]
 
 
-def plot_activations(x: Tensor | np.ndarray, title: str = "", ax: plt.Axes | None = None,
-                     limit: float | None = None, cmap: str = "RdBu_r", colorbar_label: str = "value") -> plt.Axes:
+def plot_activations(
+    x: Tensor | np.ndarray,
+    title: str = "",
+    ax: plt.Axes | None = None,
+    limit: float | None = None,
+    cmap: str = "RdBu_r",
+    colorbar_label: str = "value",
+) -> plt.Axes:
     """Heatmap of one example's activations, positions as rows and features as columns.
 
     Signed values get a diverging colormap with symmetric limits, so white is exactly 0.

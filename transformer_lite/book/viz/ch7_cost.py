@@ -28,15 +28,24 @@ def fit_loglog_slope(x, y, min_x: float | None = None) -> float:
     """
     x, y = np.asarray(x, dtype=float).ravel(), np.asarray(y, dtype=float).ravel()
     if x.shape != y.shape:
-        raise ValueError(f"fit_loglog_slope: expected x and y of equal length, received {x.size} and {y.size}")
+        raise ValueError(
+            f"fit_loglog_slope: expected x and y of equal length, received {x.size} and {y.size}"
+        )
     keep = np.ones_like(x, dtype=bool) if min_x is None else x >= min_x
     if keep.sum() < 2 or (x[keep] <= 0).any() or (y[keep] <= 0).any():
         raise ValueError("fit_loglog_slope: expected at least two points, all positive")
     return float(np.polyfit(np.log(x[keep]), np.log(y[keep]), 1)[0])
 
 
-def plot_loglog_fit(x, series: dict, title: str = "", ax: plt.Axes | None = None, xlabel: str = "L",
-                    ylabel: str = "", min_x: float | None = None) -> plt.Axes:
+def plot_loglog_fit(
+    x,
+    series: dict,
+    title: str = "",
+    ax: plt.Axes | None = None,
+    min_x: float | None = None,
+    xlabel: str = "L",
+    ylabel: str = "",
+) -> plt.Axes:
     """Several measured series against ``x`` on log-log axes, each with its fitted slope in the legend.
 
     The fitted line ``c x^p`` (from :func:`fit_loglog_slope` over ``x >= min_x``) is drawn dotted
@@ -61,7 +70,9 @@ def plot_loglog_fit(x, series: dict, title: str = "", ax: plt.Axes | None = None
         keep = np.ones_like(x, dtype=bool) if min_x is None else x >= min_x
         c = np.exp(np.mean(np.log(y[keep]) - p * np.log(x[keep])))
         color = _LINE_COLORS[i % 6]
-        ax.loglog(x, y, marker=_MARKERS[i % 6], color=color, lw=1.5, label=f"{label}: slope {p:.2f}")
+        ax.loglog(
+            x, y, marker=_MARKERS[i % 6], color=color, lw=1.5, label=f"{label}: slope {p:.2f}"
+        )
         ax.loglog(x[keep], c * x[keep] ** p, ":", color=color, lw=1.2)
     ax.set_xticks(x, [f"{v:g}" for v in x])  # label the measured lengths only
     ax.xaxis.set_minor_locator(NullLocator())
