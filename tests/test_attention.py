@@ -24,6 +24,7 @@ from torch import nn
 
 from tests.conftest import F64, assert_from_torch_rejects_wrong_type, close
 from transformer_lite import (
+    GroupedQueryAttention,
     MultiHeadAttention,
     bool_to_additive_mask,
     causal_mask,
@@ -587,8 +588,18 @@ def test_sdpa_rejects_non_tensor_mask():
 @pytest.mark.parametrize("p", [-0.1, 1.0, 1.5])
 def test_sdpa_rejects_dropout_out_of_range(p):
     q, k, v = _qkv()
-    with pytest.raises(ValueError, match=rf"expected 0 <= dropout_p < 1, received {p}"):
+    with pytest.raises(
+        ValueError, match=rf"expected a dropout probability 0 <= p < 1, received {p}"
+    ):
         scaled_dot_product_attention(q, k, v, dropout_p=p)
+
+
+@pytest.mark.parametrize("p", [-0.1, 1.0, 1.5, True])
+@pytest.mark.parametrize("module", [MultiHeadAttention, GroupedQueryAttention])
+def test_attention_modules_reject_dropout_out_of_range_when_built(module, p):
+    """p = 1 used to give all-zero weights in training, silently; now the constructor says so."""
+    with pytest.raises(ValueError, match=rf"{module.__name__}: expected a dropout probability"):
+        module(8, 2, dropout=p)
 
 
 def test_sdpa_rejects_mixed_dtypes():

@@ -19,6 +19,10 @@ __all__ = [
     "check_positive_sizes",
     "check_last_dim",
     "check_token_ids",
+    "check_attention_inputs",
+    "check_mask",
+    "check_dropout",
+    "check_projection_inputs",
     "eval_mode",
 ]
 
@@ -104,6 +108,126 @@ def check_token_ids(owner: str, name: str, ids, vocab_size: int, min_len: int = 
         raise ValueError(
             f"{owner}: token ids must lie in [0, {vocab_size}), received min {int(ids.min())}, "
             f"max {int(ids.max())} in {name}"
+        )
+
+
+def check_attention_inputs(
+    owner: str, query: Tensor, key: Tensor, value: Tensor, attn_mask: Tensor | None = None
+) -> torch.Size:
+    """Validate query/key/value (and the mask, if any) and return their broadcast batch shape ``(...)``.
+
+    The checks of the two public attention functions,
+    :func:`~transformer_lite.nn.attention.scaled_dot_product_attention` and
+    :func:`~transformer_lite.nn.efficient_attention.memory_efficient_attention`; ``owner`` names
+    the function in the messages.
+
+    Raises:
+        ValueError: if a tensor is missing or has fewer than 2 dimensions, is not floating, the three
+            dtypes differ, query and key differ in ``d_k``, key and value in ``S``, the batch
+            dimensions do not broadcast, or the mask is not as :func:`check_mask` requires.
+    """
+    for name, t in (("query", query), ("key", key), ("value", value)):
+        if not isinstance(t, Tensor) or t.dim() < 2:
+            got = f"shape {tuple(t.shape)}" if isinstance(t, Tensor) else type(t).__name__
+            raise ValueError(
+                f"{owner}: expected {name} of shape (..., len, dim) with at least 2 dimensions, "
+                f"received {got}"
+            )
+        if not t.is_floating_point():
+            raise ValueError(f"{owner}: expected a floating {name}, received dtype {t.dtype}")
+    if not (query.dtype == key.dtype == value.dtype):
+        raise ValueError(
+            f"{owner}: expected query, key and value of one dtype, received "
+            f"{query.dtype}, {key.dtype}, {value.dtype}"
+        )
+    if query.shape[-1] != key.shape[-1]:
+        raise ValueError(
+            f"{owner}: query and key must share d_k (last dimension): expected key shape "
+            f"(..., S, {query.shape[-1]}), received {tuple(key.shape)} for query {tuple(query.shape)}"
+        )
+    if key.shape[-2] != value.shape[-2]:
+        raise ValueError(
+            f"{owner}: key and value must share S (second-to-last dimension): "
+            f"expected value shape (..., {key.shape[-2]}, d_v), received {tuple(value.shape)}"
+        )
+    try:
+        batch = torch.broadcast_shapes(query.shape[:-2], key.shape[:-2], value.shape[:-2])
+    except RuntimeError:
+        raise ValueError(
+            f"{owner}: batch dimensions do not broadcast: query "
+            f"{tuple(query.shape)}, key {tuple(key.shape)}, value {tuple(value.shape)}"
+        ) from None
+    if attn_mask is not None:
+        check_mask(attn_mask, batch, query.shape[-2], key.shape[-2])
+    return batch
+
+
+def check_mask(attn_mask, batch_shape: torch.Size, L: int, S: int) -> None:
+    """Raise ``ValueError`` unless ``attn_mask`` is a bool or float tensor broadcasting to ``(..., L, S)``.
+
+    ``batch_shape`` is the ``(...)`` of the queries; a float mask may hold finite values and
+    ``-inf``, never NaN or ``+inf``.
+    """
+    if not isinstance(attn_mask, Tensor):
+        raise ValueError(
+            f"attn_mask: expected a bool or float Tensor, received {type(attn_mask).__name__}"
+        )
+    target = (*batch_shape, L, S)
+    try:
+        ok = torch.broadcast_shapes(attn_mask.shape, target) == torch.Size(target)
+    except RuntimeError:
+        ok = False
+    if not ok:
+        raise ValueError(
+            f"attn_mask: expected a shape that broadcasts to (..., L, S) = {target}, "
+            f"received {tuple(attn_mask.shape)}"
+        )
+    if attn_mask.is_floating_point():
+        if torch.isnan(attn_mask).any() or (attn_mask == float("inf")).any():
+            raise ValueError(
+                "attn_mask: a float mask may hold finite values and -inf, received NaN or +inf"
+            )
+    elif attn_mask.dtype != torch.bool:
+        raise ValueError(
+            f"attn_mask: expected dtype torch.bool (True = may attend) or a floating dtype "
+            f"(added to the scores), received {attn_mask.dtype}"
+        )
+
+
+def check_dropout(owner: str, p) -> None:
+    """Raise ``ValueError`` unless ``p`` is a dropout probability in ``[0, 1)``.
+
+    ``p = 1`` would zero every weight, and the inverted scaling ``1 / (1 - p)`` divides by zero.
+
+    Raises:
+        ValueError: ``"{owner}: expected a dropout probability 0 <= p < 1, received {p!r}"``.
+    """
+    if isinstance(p, bool) or not isinstance(p, (int, float)) or not 0.0 <= p < 1.0:
+        raise ValueError(f"{owner}: expected a dropout probability 0 <= p < 1, received {p!r}")
+
+
+def check_projection_inputs(
+    owner: str, d_model: int, query: Tensor, key: Tensor, value: Tensor
+) -> None:
+    """Raise ``ValueError`` unless query ``(B, L, d_model)``, key and value ``(B, S, d_model)`` fit together.
+
+    The checks of :class:`~transformer_lite.nn.attention.MultiHeadAttention`'s inputs, before
+    its projections.
+    """
+    for name, t in (("query", query), ("key", key), ("value", value)):
+        if t.dim() != 3 or t.shape[-1] != d_model:
+            raise ValueError(
+                f"{owner}: expected {name} of shape (B, len, {d_model}), received {tuple(t.shape)}"
+            )
+    if not (query.shape[0] == key.shape[0] == value.shape[0]):
+        raise ValueError(
+            f"{owner}: expected one batch size B, received query "
+            f"{tuple(query.shape)}, key {tuple(key.shape)}, value {tuple(value.shape)}"
+        )
+    if key.shape[1] != value.shape[1]:
+        raise ValueError(
+            f"{owner}: expected key and value of one length S, received key "
+            f"{tuple(key.shape)} and value {tuple(value.shape)}"
         )
 
 

@@ -38,6 +38,12 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from ..checks import (
+    check_attention_inputs,
+    check_dropout,
+    check_mask,
+    check_projection_inputs,
+)
 from .masks import bool_to_additive_mask, causal_mask
 from .positional import RotaryEmbedding
 
@@ -45,84 +51,6 @@ __all__ = ["scaled_dot_product_attention", "MultiHeadAttention", "GroupedQueryAt
 
 
 _HALF_DTYPES = (torch.float16, torch.bfloat16)
-
-
-def check_attention_inputs(
-    owner: str, query: Tensor, key: Tensor, value: Tensor, attn_mask: Tensor | None = None
-) -> torch.Size:
-    """Validate query/key/value (and the mask, if any) and return their broadcast batch shape ``(...)``.
-
-    The checks of the two public attention functions, :func:`scaled_dot_product_attention` and
-    :func:`~transformer_lite.nn.efficient_attention.memory_efficient_attention`; ``owner`` names
-    the function in the messages.
-
-    Raises:
-        ValueError: if a tensor is missing or has fewer than 2 dimensions, is not floating, the three
-            dtypes differ, query and key differ in ``d_k``, key and value in ``S``, the batch
-            dimensions do not broadcast, or the mask is not as :func:`_check_mask` requires.
-    """
-    for name, t in (("query", query), ("key", key), ("value", value)):
-        if not isinstance(t, Tensor) or t.dim() < 2:
-            got = f"shape {tuple(t.shape)}" if isinstance(t, Tensor) else type(t).__name__
-            raise ValueError(
-                f"{owner}: expected {name} of shape (..., len, dim) with at least 2 dimensions, "
-                f"received {got}"
-            )
-        if not t.is_floating_point():
-            raise ValueError(f"{owner}: expected a floating {name}, received dtype {t.dtype}")
-    if not (query.dtype == key.dtype == value.dtype):
-        raise ValueError(
-            f"{owner}: expected query, key and value of one dtype, received "
-            f"{query.dtype}, {key.dtype}, {value.dtype}"
-        )
-    if query.shape[-1] != key.shape[-1]:
-        raise ValueError(
-            f"{owner}: query and key must share d_k (last dimension): expected key shape "
-            f"(..., S, {query.shape[-1]}), received {tuple(key.shape)} for query {tuple(query.shape)}"
-        )
-    if key.shape[-2] != value.shape[-2]:
-        raise ValueError(
-            f"{owner}: key and value must share S (second-to-last dimension): "
-            f"expected value shape (..., {key.shape[-2]}, d_v), received {tuple(value.shape)}"
-        )
-    try:
-        batch = torch.broadcast_shapes(query.shape[:-2], key.shape[:-2], value.shape[:-2])
-    except RuntimeError:
-        raise ValueError(
-            f"{owner}: batch dimensions do not broadcast: query "
-            f"{tuple(query.shape)}, key {tuple(key.shape)}, value {tuple(value.shape)}"
-        ) from None
-    if attn_mask is not None:
-        _check_mask(attn_mask, batch, query.shape[-2], key.shape[-2])
-    return batch
-
-
-def _check_mask(attn_mask, batch_shape: torch.Size, L: int, S: int) -> None:
-    """Validate ``attn_mask``: a bool or float Tensor broadcasting to ``(..., L, S)``, no NaN or +inf."""
-    if not isinstance(attn_mask, Tensor):
-        raise ValueError(
-            f"attn_mask: expected a bool or float Tensor, received {type(attn_mask).__name__}"
-        )
-    target = (*batch_shape, L, S)
-    try:
-        ok = torch.broadcast_shapes(attn_mask.shape, target) == torch.Size(target)
-    except RuntimeError:
-        ok = False
-    if not ok:
-        raise ValueError(
-            f"attn_mask: expected a shape that broadcasts to (..., L, S) = {target}, "
-            f"received {tuple(attn_mask.shape)}"
-        )
-    if attn_mask.is_floating_point():
-        if torch.isnan(attn_mask).any() or (attn_mask == float("inf")).any():
-            raise ValueError(
-                "attn_mask: a float mask may hold finite values and -inf, received NaN or +inf"
-            )
-    elif attn_mask.dtype != torch.bool:
-        raise ValueError(
-            f"attn_mask: expected dtype torch.bool (True = may attend) or a floating dtype "
-            f"(added to the scores), received {attn_mask.dtype}"
-        )
 
 
 def _mask_to_bias(
@@ -197,10 +125,7 @@ def scaled_dot_product_attention(
             mask that is neither bool nor floating, or ``dropout_p`` outside [0, 1).
     """
     check_attention_inputs("scaled_dot_product_attention", query, key, value, attn_mask)
-    if not 0.0 <= dropout_p < 1.0:
-        raise ValueError(
-            f"scaled_dot_product_attention: expected 0 <= dropout_p < 1, received {dropout_p}"
-        )
+    check_dropout("scaled_dot_product_attention", dropout_p)
     return _attention(query, key, value, attn_mask, is_causal, dropout_p)
 
 
@@ -283,6 +208,7 @@ class MultiHeadAttention(nn.Module):
                 f"MultiHeadAttention: d_model must be divisible by n_heads, received d_model={d_model}, "
                 f"n_heads={n_heads} (d_model % n_heads = {d_model % n_heads})"
             )
+        check_dropout("MultiHeadAttention", dropout)
         self.d_model, self.n_heads, self.d_head = d_model, n_heads, d_model // n_heads
         self.dropout = dropout
         self.q_proj = nn.Linear(d_model, d_model, bias=bias)
@@ -323,22 +249,7 @@ class MultiHeadAttention(nn.Module):
                 batch sizes differ, key and value lengths differ, or the mask
                 has an unsupported shape or dtype.
         """
-        for name, t in (("query", query), ("key", key), ("value", value)):
-            if t.dim() != 3 or t.shape[-1] != self.d_model:
-                raise ValueError(
-                    f"MultiHeadAttention: expected {name} of shape (B, len, {self.d_model}), "
-                    f"received {tuple(t.shape)}"
-                )
-        if not (query.shape[0] == key.shape[0] == value.shape[0]):
-            raise ValueError(
-                "MultiHeadAttention: expected one batch size B, received query "
-                f"{tuple(query.shape)}, key {tuple(key.shape)}, value {tuple(value.shape)}"
-            )
-        if key.shape[1] != value.shape[1]:
-            raise ValueError(
-                f"MultiHeadAttention: expected key and value of one length S, received key "
-                f"{tuple(key.shape)} and value {tuple(value.shape)}"
-            )
+        check_projection_inputs("MultiHeadAttention", self.d_model, query, key, value)
         if attn_mask is not None and isinstance(attn_mask, Tensor):
             if attn_mask.dim() == 3:
                 # (B, L, S) -> (B, 1, L, S): same mask for every head
@@ -454,6 +365,7 @@ class GroupedQueryAttention(nn.Module):
                 f"GroupedQueryAttention: expected a RotaryEmbedding of d_head={self.d_head}, "
                 f"received d_head={rotary.d_head}"
             )
+        check_dropout("GroupedQueryAttention", dropout)
         self.dropout, self.rotary = dropout, rotary
         self.q_proj = nn.Linear(d_model, n_heads * self.d_head, bias=bias)
         self.k_proj = nn.Linear(d_model, n_kv_heads * self.d_head, bias=bias)
@@ -507,7 +419,7 @@ class GroupedQueryAttention(nn.Module):
                 )
             if dims == 3:
                 attn_mask = attn_mask[:, None]  # (B, L, S) -> (B, 1, L, S): the same for every head
-            _check_mask(attn_mask, torch.Size((B, H)), L, S)
+            check_mask(attn_mask, torch.Size((B, H)), L, S)
             # (L, S) or fewer dimensions -> (1, 1, L|1, S|1)
             attn_mask = attn_mask.reshape((1,) * (4 - attn_mask.dim()) + tuple(attn_mask.shape))
         if is_causal and L > 1:

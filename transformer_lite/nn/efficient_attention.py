@@ -27,7 +27,7 @@ import math
 import torch
 from torch import Tensor
 
-from .attention import check_attention_inputs
+from ..checks import check_attention_inputs
 
 __all__ = ["memory_efficient_attention"]
 
