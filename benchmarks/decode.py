@@ -113,6 +113,7 @@ sys.path.insert(
 )  # this checkout's package, not an installed one
 
 import transformer_lite as tl
+from transformer_lite.pretrained.smollm2 import GGUF_LAYER_NAMES
 
 HERE = Path(__file__).resolve().parent
 TARGET_STEP_RATIO, TARGET_STEP_CONTEXT = 5.0, 512  # (a): full / cached at n = 512
@@ -197,14 +198,13 @@ def same_weights(ours: torch.nn.Module, hf: torch.nn.Module) -> dict:
         "model.embed_tokens.weight": "token_embedding.weight",
         "model.norm.weight": "final_norm.weight",
     }
+    # Hugging Face's Llama name of each block tensor in the loader's table: its own norm names, "mlp"
+    # for "ff", "o_proj" for "out_proj" (query/key matrices are compared below, rows reordered).
+    norms = {"norm1": "input_layernorm", "norm2": "post_attention_layernorm"}
     per_layer = {
-        "input_layernorm": "norm1",
-        "self_attn.v_proj": "self_attn.v_proj",
-        "self_attn.o_proj": "self_attn.out_proj",
-        "post_attention_layernorm": "norm2",
-        "mlp.gate_proj": "ff.gate_proj",
-        "mlp.up_proj": "ff.up_proj",
-        "mlp.down_proj": "ff.down_proj",
+        norms.get(mine, mine).replace("ff.", "mlp.").replace("out_proj", "o_proj"): mine
+        for gguf, mine in GGUF_LAYER_NAMES.items()
+        if gguf not in ("attn_q", "attn_k")
     }
     for i in range(ours.config.n_layers):
         for theirs, mine in per_layer.items():

@@ -14,7 +14,7 @@ import matplotlib.pyplot as plt
 import pytest
 import torch
 
-import transformer_lite as tl
+from tests.conftest import small_encoder_decoder
 from transformer_lite.book import depth, interactive, viz
 
 
@@ -161,19 +161,10 @@ def test_explorers_build():
     widget.f(
         n_layers=3, d_model=16, seed=1
     )  # the callback itself (ipywidgets would swallow its errors)
-    config = tl.EncoderDecoderConfig(
-        13,
-        13,
-        d_model=8,
-        n_heads=2,
-        n_encoder_layers=1,
-        n_decoder_layers=2,
-        d_ff=16,
-        dropout=0.0,
-        max_len=14,
+    model = small_encoder_decoder(
+        13, 13, d_model=8, n_heads=2, d_ff=16, n_encoder_layers=1, n_decoder_layers=2, max_len=14
     )
-    torch.manual_seed(0)
-    widget = reversal_explorer(tl.EncoderDecoderTransformer(config), text="abc")
+    widget = reversal_explorer(model, text="abc")
     assert widget.children[1].max == 1
     widget.f(text="abcd", layer=1)
     widget.f(text="xyz", layer=0)  # no letter a-j: a hint, not an error

@@ -10,6 +10,10 @@ from hypothesis import strategies as st
 from transformer_lite.training import toy_tasks as tt
 
 SETTINGS = settings(derandomize=True, max_examples=40, deadline=None)
+# Ranges that several property tests below draw from (the same strategy, so the same examples).
+BATCHES = st.integers(1, 5)
+EXTRAS = st.integers(0, 4)  # positions beyond the shortest allowed length
+SEEDS = st.integers(0, 999)
 
 
 def _content(row):
@@ -21,7 +25,7 @@ def _content(row):
     batch=st.integers(1, 6),
     n_symbols=st.integers(1, 10),
     min_len=st.integers(1, 5),
-    extra=st.integers(0, 4),
+    extra=EXTRAS,
     seed=st.integers(0, 10_000),
     task=st.sampled_from(["reverse", "sort"]),
 )
@@ -117,10 +121,10 @@ def test_mirror_positions_and_alignment_accuracy():
 
 @SETTINGS
 @given(
-    batch=st.integers(1, 5),
+    batch=BATCHES,
     seq_len=st.integers(1, 9),
     n_symbols=st.integers(1, 7),
-    seed=st.integers(0, 999),
+    seed=SEEDS,
 )
 def test_histogram_counts_match_list_count(batch, seq_len, n_symbols, seed):
     ids, counts = tt.make_histogram_batch(
@@ -152,11 +156,11 @@ def test_symbols_round_trip_and_errors():
 
 @SETTINGS
 @given(
-    batch=st.integers(1, 5),
+    batch=BATCHES,
     lag=st.integers(1, 9),
-    extra=st.integers(0, 4),
+    extra=EXTRAS,
     n_symbols=st.integers(2, 9),
-    seed=st.integers(0, 999),
+    seed=SEEDS,
 )
 def test_delayed_recall_answer_is_the_token_lag_steps_before_the_last(
     batch, lag, extra, n_symbols, seed
