@@ -555,7 +555,8 @@ def test_sdpa_rejects_mask_of_wrong_shape(mask_shape):
     mask = torch.ones(mask_shape, dtype=torch.bool)
     shape_text = re.escape(str(tuple(mask_shape)))
     with pytest.raises(
-        ValueError, match=rf"broadcasts to \(\.\.\., L, S\) = \(2, 3, 5\), received {shape_text}"
+        ValueError,
+        match=rf"broadcasts to \(\.\.\., L, S\) = \(2, 3, 5\) \(.*\), received {shape_text}",
     ):
         scaled_dot_product_attention(q, k, v, attn_mask=mask)
 
@@ -645,6 +646,13 @@ def test_mha_rejects_4d_input():
         ValueError, match=r"expected query of shape \(B, len, 8\), received \(1, 2, 3, 8\)"
     ):
         mha(x[None], x, x)
+
+
+def test_mha_rejects_a_list_with_a_value_error():
+    mha = MultiHeadAttention(8, 2)
+    x = torch.zeros(2, 3, 8)
+    with pytest.raises(ValueError, match=r"expected key of shape \(B, len, 8\), received list"):
+        mha(x, x.tolist(), x)
 
 
 def test_mha_rejects_batch_mismatch():

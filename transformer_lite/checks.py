@@ -179,8 +179,9 @@ def check_mask(attn_mask, batch_shape: torch.Size, L: int, S: int) -> None:
         ok = False
     if not ok:
         raise ValueError(
-            f"attn_mask: expected a shape that broadcasts to (..., L, S) = {target}, "
-            f"received {tuple(attn_mask.shape)}"
+            f"attn_mask: expected a shape that broadcasts to (..., L, S) = {target} (the "
+            f"queries' leading dimensions {tuple(batch_shape)}, e.g. (B, H), then L = {L} queries "
+            f"and S = {S} keys), received {tuple(attn_mask.shape)}"
         )
     if attn_mask.is_floating_point():
         if torch.isnan(attn_mask).any() or (attn_mask == float("inf")).any():
@@ -215,9 +216,10 @@ def check_projection_inputs(
     its projections.
     """
     for name, t in (("query", query), ("key", key), ("value", value)):
-        if t.dim() != 3 or t.shape[-1] != d_model:
+        if not isinstance(t, Tensor) or t.dim() != 3 or t.shape[-1] != d_model:
+            got = tuple(t.shape) if isinstance(t, Tensor) else type(t).__name__
             raise ValueError(
-                f"{owner}: expected {name} of shape (B, len, {d_model}), received {tuple(t.shape)}"
+                f"{owner}: expected {name} of shape (B, len, {d_model}), received {got}"
             )
     if not (query.shape[0] == key.shape[0] == value.shape[0]):
         raise ValueError(

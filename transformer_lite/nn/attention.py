@@ -1,4 +1,6 @@
-"""Scaled dot-product attention and multi-head attention, written out step by step.
+"""Attention, written out step by step: the function, multi-head and grouped-query attention.
+
+:func:`scaled_dot_product_attention`, :class:`MultiHeadAttention`, :class:`GroupedQueryAttention`.
 
 Source: Vaswani et al. (2017), "Attention Is All You Need", Sec. 3.2.1, Eq. (1),
 with an additive mask ``M`` inside the softmax (the paper's Sec. 3.2.3 masks by
@@ -11,10 +13,9 @@ and Sec. 3.2.2 (multi-head attention). ``M`` is optional (0 = allowed,
 Masks follow the package convention of :mod:`transformer_lite.nn.masks`:
 boolean ``True`` = may attend.
 
-Grouped-query self-attention, with optional RoPE and a key/value cache.
-
-Source: Ainslie et al. (2023), "GQA: Training Generalized Multi-Query Transformer
-Models from Multi-Head Checkpoints", Sec. 2.2: the ``n_heads`` query heads are
+Grouped-query self-attention, with optional RoPE and a key/value cache: Ainslie et al.
+(2023), "GQA: Training Generalized Multi-Query Transformer Models from Multi-Head
+Checkpoints", Sec. 2.2: the ``n_heads`` query heads are
 divided into ``n_kv_heads`` groups, and the heads of one group share a single
 key head and value head. ``n_kv_heads == n_heads`` is ordinary multi-head
 attention (Vaswani et al., 2017, Sec. 3.2.2); ``n_kv_heads == 1`` is multi-query

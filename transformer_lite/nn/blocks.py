@@ -1,24 +1,19 @@
-"""The transformer (encoder) block: self-attention and feed-forward sublayers,
-each wrapped in a residual connection and layer normalization.
+"""Transformer blocks: attention and feed-forward sublayers, each in a residual connection.
 
-Sources: Vaswani et al. (2017), Sec. 3.1 (post-norm: ``LayerNorm(x + Sublayer(x))``);
-Xiong et al. (2020), "On Layer Normalization in the Transformer Architecture"
-(pre-norm: ``x + Sublayer(LayerNorm(x))``), used by GPT-2 and most recent LLMs.
-Every block below writes its sublayers through one function, :func:`residual`.
-
-The decoder-only (GPT-style) block is the same :class:`TransformerBlock`, called with
-``is_causal=True``, with grouped-query self-attention, RMSNorm/SwiGLU options and a
-key/value cache (Radford et al., 2019; Touvron et al., 2023, Sec. 2.2).
-
-The decoder block of an encoder-decoder transformer: self-attention, cross-attention, feed-forward.
-
-Source: Vaswani et al. (2017), Sec. 3.1: "In addition to the two sub-layers in
-each encoder layer, the decoder inserts a third sub-layer, which performs
-multi-head attention over the output of the encoder stack"; each sublayer has
-a residual connection and layer normalization, and the decoder's
-self-attention is masked so that position ``i`` sees positions ``<= i`` only.
-Pre-norm as in Xiong et al. (2020). This is the same computation as
-``torch.nn.TransformerDecoderLayer`` (see :meth:`DecoderBlock.from_torch`).
+- :func:`residual`: one sublayer with its residual connection and normalization, post-norm
+  (Vaswani et al., 2017, Sec. 3.1: ``LayerNorm(x + Sublayer(x))``) or pre-norm (Xiong et al.,
+  2020: ``x + Sublayer(LayerNorm(x))``, used by GPT-2 and most recent LLMs). Every block
+  writes its sublayers through it.
+- :class:`TransformerBlock`: self-attention and a feed-forward network. It is the encoder
+  block (the original Transformer, BERT/MiniLM) and, called with ``is_causal=True``, the
+  decoder-only (GPT-style) block, with grouped-query attention, rotary positions,
+  RMSNorm/SwiGLU options and a key/value cache (Radford et al., 2019; Touvron et al., 2023,
+  Sec. 2.2).
+- :class:`DecoderBlock`: the decoder block of an encoder-decoder transformer, which adds a
+  cross-attention sublayer between the two (Vaswani et al., 2017, Sec. 3.1: "the decoder
+  inserts a third sub-layer, which performs multi-head attention over the output of the
+  encoder stack"). Post-norm by default, pre-norm with ``norm_first=True``; the same
+  computation as ``torch.nn.TransformerDecoderLayer`` (see :meth:`DecoderBlock.from_torch`).
 """
 
 from __future__ import annotations
