@@ -54,6 +54,11 @@ __all__ = ["scaled_dot_product_attention", "MultiHeadAttention", "GroupedQueryAt
 _HALF_DTYPES = (torch.float16, torch.bfloat16)
 
 
+def compute_dtype(dtype: torch.dtype) -> torch.dtype:
+    """The dtype attention computes in: float32 for float16/bfloat16 inputs, else the input's."""
+    return torch.float32 if dtype in _HALF_DTYPES else dtype
+
+
 def _mask_to_bias(
     attn_mask: Tensor | None,
     is_causal: bool,
@@ -140,8 +145,8 @@ def _attention(
 ) -> tuple[Tensor, Tensor]:
     """The steps of :func:`scaled_dot_product_attention`, for callers whose inputs are checked."""
     in_dtype = query.dtype
-    compute_dtype = torch.float32 if in_dtype in _HALF_DTYPES else in_dtype
-    q, k, v = query.to(compute_dtype), key.to(compute_dtype), value.to(compute_dtype)
+    dtype = compute_dtype(in_dtype)
+    q, k, v = query.to(dtype), key.to(dtype), value.to(dtype)
     L, S, d_k = q.shape[-2], k.shape[-2], q.shape[-1]
 
     # 1. Scores: every query against every key, scaled by 1/sqrt(d_k). Scaling the queries
@@ -149,7 +154,7 @@ def _attention(
     scores = (q / math.sqrt(d_k)) @ k.transpose(-2, -1)  # (..., L, S)
 
     # 2. Masking: add M (0 = allowed, -inf = forbidden).
-    bias = _mask_to_bias(attn_mask, is_causal, L, S, compute_dtype, q.device)
+    bias = _mask_to_bias(attn_mask, is_causal, L, S, dtype, q.device)
     if bias is not None:
         scores = scores + bias  # (..., L, S)
 
@@ -400,15 +405,16 @@ class GroupedQueryAttention(nn.Module):
         B: int,
         L: int,
         S: int,
+        dtype: torch.dtype,
         device: torch.device,
     ) -> Tensor | None:
-        """The mask of the ``H`` heads' ``L`` queries, folded like the queries: ``(B|1, H_kv|1, G*L|1, S|1)``.
+        """The additive mask of the ``H`` heads' ``L`` queries, folded like the queries: ``(B|1, H_kv|1, G*L|1, S|1)``.
 
         Checks ``attn_mask`` (shapes as in :meth:`forward`), adds the causal mask (of ``L > 1``
         queries: a single new query is the last position and may see every key), and lays the
         mask out for the folded queries, whose row ``g * L + l`` is query ``l`` of head ``g`` of a
-        group. A float mask stays float, a bool mask bool, so the values are those the unfolded
-        attention would add. Returns ``None`` when nothing is masked.
+        group. The values are those the unfolded attention would add (``dtype``: the compute
+        dtype). Returns ``None`` when nothing is masked.
         """
         H = self.n_heads
         if attn_mask is not None:
@@ -421,16 +427,12 @@ class GroupedQueryAttention(nn.Module):
             if dims == 3:
                 attn_mask = attn_mask[:, None]  # (B, L, S) -> (B, 1, L, S): the same for every head
             check_mask(attn_mask, torch.Size((B, H)), L, S)
+        # One additive mask M, built as scaled_dot_product_attention builds it; a single new
+        # query (L = 1) is the last position and may see every key: no causal mask.
+        attn_mask = _mask_to_bias(attn_mask, is_causal and L > 1, L, S, dtype, device)
+        if attn_mask is not None:
             # (L, S) or fewer dimensions -> (1, 1, L|1, S|1)
             attn_mask = attn_mask.reshape((1,) * (4 - attn_mask.dim()) + tuple(attn_mask.shape))
-        if is_causal and L > 1:
-            causal = causal_mask(L, S, device)  # (L, S), True = may attend
-            if attn_mask is None:
-                attn_mask = causal[None, None]  # (1, 1, L, S)
-            elif attn_mask.dtype == torch.bool:
-                attn_mask = attn_mask & causal  # (B|1, H|1, L, S)
-            else:
-                attn_mask = attn_mask.masked_fill(~causal, float("-inf"))  # (B|1, H|1, L, S)
         if attn_mask is None:
             return None
         Bm, Hm, Lm, Sm = attn_mask.shape
@@ -488,7 +490,9 @@ class GroupedQueryAttention(nn.Module):
         # key/value head (no key/value head is copied G times). Row g*L + l is query l of
         # the group's head g.
         q_folded = q.reshape(B, H_kv, G * L, d_head)  # (B, H, L, d_head) -> (B, H_kv, G*L, d_head)
-        mask = self._fold_mask(attn_mask, is_causal, B, L, S, x.device)  # (B|1, H_kv|1, G*L|1, S|1)
+        mask = self._fold_mask(
+            attn_mask, is_causal, B, L, S, compute_dtype(x.dtype), x.device
+        )  # (B|1, H_kv|1, G*L|1, S|1)
         p = self.dropout if self.training else 0.0
         # out (B, H_kv, G*L, d_head), weights (B, H_kv, G*L, S)
         out, weights = _attention(q_folded, k, v, mask, False, p)

@@ -28,10 +28,9 @@ import torch
 from torch import Tensor
 
 from ..checks import check_attention_inputs
+from .attention import compute_dtype
 
 __all__ = ["memory_efficient_attention"]
-
-_HALF_DTYPES = (torch.float16, torch.bfloat16)
 
 
 def _block_sizes(block_size: int | tuple[int, int]) -> tuple[int, int]:
@@ -109,7 +108,7 @@ def memory_efficient_attention(
     batch = check_attention_inputs(_NAME, query, key, value, attn_mask)
     block_q, block_k = _block_sizes(block_size)
     in_dtype = query.dtype
-    compute = torch.float32 if in_dtype in _HALF_DTYPES else in_dtype
+    compute = compute_dtype(in_dtype)
     q, k, v = query.to(compute), key.to(compute), value.to(compute)
     L, S, d_v = q.shape[-2], k.shape[-2], v.shape[-1]
     q = q * (1.0 / math.sqrt(q.shape[-1]))  # scale once: (..., L, d_k)
