@@ -53,25 +53,20 @@ class DecoderOnlyConfig:
     n_heads: int = 4  # query heads H (d_head = d_model // n_heads)
     n_layers: int = 2  # number of blocks
     d_ff: int = 512  # hidden width of the feed-forward network
-    dropout: float = (
-        0.0  # on embeddings, attention weights, feed-forward hidden units and sublayer outputs
-    )
-    norm_first: bool = (
-        True  # pre-norm (GPT-2, Llama) if True, post-norm (original Transformer) if False
-    )
-    positional: str = (
-        "learned"  # "learned" (GPT-2), "sinusoidal" (Vaswani et al.) or "rotary" (RoPE, Llama)
-    )
+    # on embeddings, attention weights, feed-forward hidden units and sublayer outputs
+    dropout: float = 0.0
+    # pre-norm (GPT-2, Llama) if True, post-norm (original Transformer) if False
+    norm_first: bool = True
+    # "learned" (GPT-2), "sinusoidal" (Vaswani et al.) or "rotary" (RoPE, Llama)
+    positional: str = "learned"
     n_kv_heads: int | None = None  # key/value heads for grouped-query attention; None = n_heads
     norm: str = "layernorm"  # "layernorm" or "rmsnorm"
-    activation: str = (
-        "gelu"  # "relu", "gelu" (two-layer network) or "swiglu" (gated, three matrices)
-    )
+    # "relu", "gelu" (two-layer network) or "swiglu" (gated, three matrices)
+    activation: str = "gelu"
     bias: bool = True  # biases in the attention and feed-forward projections (Llama: none)
     eps: float = 1e-5  # epsilon of every normalization layer
-    rope_base: float = (
-        10000.0  # RoPE wavelength base (SmolLM2: 100000); used if positional == "rotary"
-    )
+    # RoPE wavelength base (SmolLM2: 100000); used if positional == "rotary"
+    rope_base: float = 10000.0
     rope_interleaved: bool = True  # RoPE pairs (2j, 2j+1) if True, (j, j + d_head/2) if False
     tie_embeddings: bool = True  # the output layer reuses the token-embedding matrix
 

@@ -229,9 +229,8 @@ class EncoderDecoderConfig:
     max_len: int = 512  # longest source or target sequence accepted (positions 0 .. max_len - 1)
     norm_first: bool = False  # False: post-norm, as in the paper; True: pre-norm
     activation: str = "relu"  # feed-forward nonlinearity: "relu" (paper) or "gelu" (exact)
-    final_norm: bool | None = (
-        None  # LayerNorm after each stack: None = if pre-norm; True = always (as nn.Transformer)
-    )
+    # LayerNorm after each stack: None = if pre-norm; True = always (as nn.Transformer)
+    final_norm: bool | None = None
     eps: float = 1e-5  # LayerNorm epsilon (nn.LayerNorm's default)
 
     def __post_init__(self) -> None:

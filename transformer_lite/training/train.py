@@ -64,9 +64,8 @@ class TrainConfig:
     weight_decay: float = 0.1  # AdamW decoupled decay, on matrices (dim >= 2) only
     betas: tuple[float, float] = (0.9, 0.99)  # AdamW moment decay rates
     grad_clip: float = 1.0  # maximum global gradient norm (0 = no clipping)
-    eval_every: int = (
-        100  # evaluate train and validation loss every this many steps (and at the end)
-    )
+    # evaluate train and validation loss every this many steps (and at the end)
+    eval_every: int = 100
     eval_batches: int = 20  # batches per evaluation (always the same windows)
     seed: int = 0  # seeds the batch sampler and dropout
 
@@ -402,9 +401,8 @@ def main(argv: list[str] | None = None) -> int:
     )
     prompt = corpus.vocab.encode("\n")[None]  # (1, 1)
     generator = torch.Generator().manual_seed(args.seed)
-    kwargs = (
-        {"use_cache": False} if args.model == "transformer" else {}
-    )  # a sliding window past max_len
+    # the transformer samples without the cache: a sliding window may run past max_len
+    kwargs = {"use_cache": False} if args.model == "transformer" else {}
     sample = corpus.vocab.decode(
         model.generate(
             prompt, args.sample_length, temperature=args.temperature, generator=generator, **kwargs

@@ -7,7 +7,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from ...nn.positional import sinusoidal_positional_encoding
+from ...nn.positional import rotation_frequencies, sinusoidal_positional_encoding
 from ._page import _DECIMALS, _layout, _plotly, _rounded, _slider
 
 __all__ = ["sinusoid_shift_matrix", "positional_offset_figure"]
@@ -41,9 +41,7 @@ def sinusoid_shift_matrix(k: int, d_model: int, base: float = 10000.0) -> Tensor
             f"sinusoid_shift_matrix: expected an int d_model >= 2, received {d_model!r}"
         )
     n_pairs = d_model // 2
-    omega = base ** (
-        -2.0 * torch.arange(n_pairs, dtype=torch.float64) / d_model
-    )  # (n_pairs,) rad/position
+    omega = rotation_frequencies(d_model, base)[:n_pairs]  # (n_pairs,) rad/position, float64
     c, s = torch.cos(k * omega), torch.sin(k * omega)
     blocks = torch.stack((torch.stack((c, s), -1), torch.stack((-s, c), -1)), -2)  # (n_pairs, 2, 2)
     return torch.block_diag(*blocks)  # (2 n_pairs, 2 n_pairs)
