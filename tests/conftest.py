@@ -139,6 +139,27 @@ def missing_reason(what: str, *finders: Callable[[], object]) -> str | None:
     return None
 
 
+def published_model(
+    name: str, load: Callable[[], object], *finders: Callable[[], object], golden: tuple[Path, str]
+):
+    """``(needs_model, model, golden)`` for the tests of a published model: a skip mark for tests
+    that need its files; a module-scoped fixture ``name`` returning ``load()``; and a fixture
+    ``golden`` returning ``load_golden(*golden)``. The mark and the model fixture skip, saying
+    why, when ``missing_reason(name, *finders)`` finds the model missing."""
+    missing = missing_reason(name, *finders)
+
+    def model():
+        if missing is not None:
+            pytest.skip(missing)
+        return load()
+
+    return (
+        pytest.mark.skipif(missing is not None, reason=missing or ""),
+        pytest.fixture(scope="module", name=name)(model),
+        pytest.fixture(scope="module", name="golden")(lambda: load_golden(*golden)),
+    )
+
+
 def load_golden(path: Path, metadata_key: str) -> tuple[dict[str, torch.Tensor], list]:
     """The tensors of a golden safetensors file and the JSON list stored in its metadata under key."""
     with safe_open(str(path), "pt") as f:

@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from tests.conftest import load_golden, missing_reason
+from tests.conftest import published_model
 from transformer_lite import BertConfig, BertEncoder
 from transformer_lite.pretrained.minilm import load_minilm, minilm_dir
 
@@ -28,21 +28,10 @@ GOLDEN = Path(__file__).parent / "golden" / "minilm_golden.safetensors"
 TOL = 1e-4  # we measure about 2e-6 against transformers
 
 
-_MISSING = missing_reason("MiniLM weights", minilm_dir)
-needs_model = pytest.mark.skipif(_MISSING is not None, reason=_MISSING or "")
-
-
-@pytest.fixture(scope="module")
-def golden():
-    return load_golden(GOLDEN, "sentences")  # (tensors, sentences)
-
-
-@pytest.fixture(scope="module")
-def minilm():
-    if _MISSING is not None:
-        pytest.skip(_MISSING)
-    encoder, tokenizer = load_minilm()
-    return encoder, tokenizer
+# minilm: (encoder, tokenizer); golden: (tensors, sentences)
+needs_model, minilm, golden = published_model(
+    "minilm", load_minilm, minilm_dir, golden=(GOLDEN, "sentences")
+)
 
 
 @pytest.fixture(scope="module")

@@ -24,7 +24,7 @@ import numpy as np
 import pytest
 import torch
 
-from tests.conftest import load_golden, missing_reason
+from tests.conftest import published_model
 from transformer_lite.models.decoder_only import DecoderOnlyConfig, DecoderOnlyTransformer, KVCache
 from transformer_lite.pretrained.smollm2 import (
     GGUF_LAYER_NAMES,
@@ -39,20 +39,14 @@ GOLDEN = Path(__file__).parent / "golden" / "smollm2_golden.safetensors"
 TOL = 1e-4
 
 
-_MISSING = missing_reason("SmolLM2", smollm2_gguf_path, lambda: importlib.import_module("gguf"))
-needs_model = pytest.mark.skipif(_MISSING is not None, reason=_MISSING or "")
-
-
-@pytest.fixture(scope="module")
-def golden():
-    return load_golden(GOLDEN, "prompts")  # (tensors, prompts)
-
-
-@pytest.fixture(scope="module")
-def smollm2():
-    if _MISSING is not None:
-        pytest.skip(_MISSING)
-    return load_smollm2()
+# smollm2: (model, tokenizer); golden: (tensors, prompts)
+needs_model, smollm2, golden = published_model(
+    "smollm2",
+    load_smollm2,
+    smollm2_gguf_path,
+    lambda: importlib.import_module("gguf"),
+    golden=(GOLDEN, "prompts"),
+)
 
 
 @pytest.fixture(scope="module")

@@ -5,10 +5,12 @@ the chapters' code cells to 76 (notebooks/ruff.toml), the width the book's code 
 without a scroll bar. ``make test`` runs this file like any other; to fix a failure, run
 ``ruff format . && ruff check --fix .`` for Python files and ``python scripts/format_notebooks.py``
 for the chapters (it keeps their stored outputs byte for byte), from the repository root.
+The README's layout table must name every module of the package's subpackages.
 """
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 import sys
@@ -42,3 +44,16 @@ def test_notebooks_use_the_column_width():
     chapter = next((ROOT / "notebooks").glob("*.ipynb"))
     result = ruff("check", "--show-settings", str(chapter))
     assert "linter.line_length = 76" in result.stdout, result.stdout[-2000:]
+
+
+@pytest.mark.parametrize("package", ["nn", "models", "pretrained", "training"])
+def test_readme_layout_lists_every_module(package):
+    """The README's layout row of ``transformer_lite/<package>/`` names each of its modules, and
+    no module that is not there."""
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    row = re.search(rf"^\| `transformer_lite/{package}/` \|(.*)\|$", readme, re.M)
+    assert row, f"README.md: no layout row for transformer_lite/{package}/"
+    listed = set(re.findall(r"`(\w+\.py)`", row.group(1)))
+    present = {p.name for p in (ROOT / "transformer_lite" / package).glob("*.py")}
+    present.discard("__init__.py")
+    assert listed == present, f"README lists {sorted(listed)}, the folder has {sorted(present)}"

@@ -1,4 +1,4 @@
-"""Tests for transformer_lite.nn.feedforward.SwiGLUFeedForward.
+"""Tests for transformer_lite.nn.blocks.SwiGLUFeedForward.
 
 Oracles: a hand-computed one-unit case; the formula of Shazeer (2020, Eq. 6)
 written with ``F.silu`` and matrix products in float64; the SiLU written as
@@ -12,7 +12,7 @@ import torch
 import torch.nn.functional as F
 
 from tests.conftest import F64
-from transformer_lite.nn.feedforward import SwiGLUFeedForward
+from transformer_lite.nn.blocks import SwiGLUFeedForward
 
 
 def test_hand_computed_single_unit():

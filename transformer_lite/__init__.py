@@ -33,9 +33,8 @@ from .models.encoder_decoder import (
 )
 from .models.recurrent_lm import GRULanguageModel
 from .nn.attention import GroupedQueryAttention, MultiHeadAttention, scaled_dot_product_attention
-from .nn.blocks import DecoderBlock, TransformerBlock
+from .nn.blocks import DecoderBlock, PositionwiseFeedForward, SwiGLUFeedForward, TransformerBlock
 from .nn.efficient_attention import memory_efficient_attention
-from .nn.feedforward import PositionwiseFeedForward, SwiGLUFeedForward
 from .nn.masks import bool_to_additive_mask, causal_mask, padding_mask
 from .nn.normalization import LayerNorm, RMSNorm
 from .nn.positional import (

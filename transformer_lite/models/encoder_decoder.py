@@ -44,6 +44,7 @@ class _Stack(nn.Module):
     """``n_layers`` equal blocks and a final LayerNorm: what the encoder and the decoder stacks share."""
 
     block: type[TransformerBlock] | type[DecoderBlock]  # the block class, set by each stack
+    torch_class: type[nn.Module]  # the torch stack that from_torch copies
 
     def __init__(
         self,
@@ -64,8 +65,21 @@ class _Stack(nn.Module):
         self.norm = LayerNorm(d_model, eps=self.layers[0].norm1.eps) if use_norm else None
 
     @classmethod
-    def _from_torch(cls, stack: nn.Module, expected: type) -> _Stack:
-        """Copy a torch stack (``nn.TransformerEncoder``/``nn.TransformerDecoder``) layer by layer."""
+    def from_torch(cls, stack: nn.Module) -> _Stack:
+        """Build this stack computing the same function as torch's (``cls.torch_class``).
+
+        ``TransformerEncoder`` copies an ``nn.TransformerEncoder``, ``TransformerDecoder`` an
+        ``nn.TransformerDecoder``: each layer with its block's ``from_torch``, and the stack's
+        ``norm`` (if any) as our final LayerNorm. In eval mode under ``no_grad`` with a key
+        padding mask, ``nn.TransformerEncoder`` may take a nested-tensor "fast path" that
+        returns zeros (before the final norm) at padded positions, where we return the value
+        computed there; real positions agree.
+
+        Raises:
+            ValueError: if ``stack`` is not a ``cls.torch_class``, its norm is not an
+                ``nn.LayerNorm``, or as the block's ``from_torch``.
+        """
+        expected = cls.torch_class
         if not isinstance(stack, expected):
             raise ValueError(
                 f"{cls.__name__}.from_torch: expected nn.{expected.__name__}, "
@@ -111,6 +125,7 @@ class TransformerEncoder(_Stack):
     """
 
     block = TransformerBlock
+    torch_class = nn.TransformerEncoder
 
     def forward(
         self, x: Tensor, attn_mask: Tensor | None = None, is_causal: bool = False
@@ -132,41 +147,16 @@ class TransformerEncoder(_Stack):
             x = self.norm(x)
         return x, tuple(weights)
 
-    @classmethod
-    def from_torch(cls, encoder: nn.TransformerEncoder) -> TransformerEncoder:
-        """Build a :class:`TransformerEncoder` computing the same function as an ``nn.TransformerEncoder``.
-
-        Each layer is copied with :meth:`TransformerBlock.from_torch`; the
-        stack's ``norm`` (if any) becomes our final LayerNorm. torch may take a
-        nested-tensor "fast path" in eval mode under ``no_grad`` with a key
-        padding mask; it then returns zeros (before the final norm) at padded
-        positions, where we return the value computed there. Real positions agree.
-
-        Raises:
-            ValueError: if ``encoder`` is not an ``nn.TransformerEncoder``, its norm
-                is not an ``nn.LayerNorm``, or as :meth:`TransformerBlock.from_torch`.
-        """
-        return cls._from_torch(encoder, nn.TransformerEncoder)
-
 
 class TransformerDecoder(_Stack):
     """A stack of ``n_layers`` :class:`~transformer_lite.nn.blocks.DecoderBlock`, plus a final LayerNorm if pre-norm.
 
-    Args:
-        n_layers: number of blocks N.
-        d_model, n_heads, d_ff: as :class:`~transformer_lite.nn.blocks.DecoderBlock`.
-        **options: ``dropout``, ``activation``, ``norm_first``, ``eps`` of
-            :class:`~transformer_lite.nn.blocks.DecoderBlock`, the same for every block.
-        final_norm: as :class:`TransformerEncoder` (``None``: only if pre-norm).
-
-    Attributes:
-        layers (nn.ModuleList of DecoderBlock), norm (LayerNorm or None).
-
-    Raises:
-        ValueError: if ``n_layers`` is not a positive int, or as ``DecoderBlock``.
+    Args, attributes and errors: as :class:`TransformerEncoder`, with ``DecoderBlock`` (whose
+    options are ``dropout``, ``activation``, ``norm_first`` and ``eps``) for ``TransformerBlock``.
     """
 
     block = DecoderBlock
+    torch_class = nn.TransformerDecoder
 
     def forward(
         self,
@@ -197,16 +187,6 @@ class TransformerDecoder(_Stack):
         if self.norm is not None:
             x = self.norm(x)
         return x, tuple(self_weights), tuple(cross_weights)
-
-    @classmethod
-    def from_torch(cls, decoder: nn.TransformerDecoder) -> TransformerDecoder:
-        """Build a :class:`TransformerDecoder` computing the same function as an ``nn.TransformerDecoder``.
-
-        Raises:
-            ValueError: if ``decoder`` is not an ``nn.TransformerDecoder``, its norm
-                is not an ``nn.LayerNorm``, or as :meth:`DecoderBlock.from_torch`.
-        """
-        return cls._from_torch(decoder, nn.TransformerDecoder)
 
 
 @dataclass(frozen=True)

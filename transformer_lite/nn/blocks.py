@@ -1,19 +1,30 @@
-"""Transformer blocks: attention and feed-forward sublayers, each in a residual connection.
+"""Transformer blocks: attention and a feed-forward network, each in a residual connection.
+
+A block is three ideas, all in this module but attention (:mod:`.attention`) and the norms
+(:mod:`.normalization`):
 
 - :func:`residual`: one sublayer with its residual connection and normalization, post-norm
   (Vaswani et al., 2017, Sec. 3.1: ``LayerNorm(x + Sublayer(x))``) or pre-norm (Xiong et al.,
   2020: ``x + Sublayer(LayerNorm(x))``, used by GPT-2 and most recent LLMs). Every block
   writes its sublayers through it.
-- :class:`TransformerBlock`: self-attention and a feed-forward network. It is the encoder
-  block (the original Transformer, BERT/MiniLM) and, called with ``is_causal=True``, the
-  decoder-only (GPT-style) block, with grouped-query attention, rotary positions,
+- The feed-forward sublayer, applied to every position separately:
+  :class:`PositionwiseFeedForward` (Vaswani et al., 2017, Sec. 3.3, Eq. 2:
+  ``FFN(x) = max(0, x W1 + b1) W2 + b2``; BERT and GPT-2 use the GELU of Hendrycks & Gimpel,
+  2016, instead of the ReLU) and :class:`SwiGLUFeedForward` (Shazeer, 2020, Sec. 2:
+  ``FFN_SwiGLU(x) = (Swish_1(x W) * (x V)) W_2``, as in Llama and SmolLM2).
+- The blocks. :class:`TransformerBlock`: self-attention and a feed-forward network. It is the
+  encoder block (the original Transformer, BERT/MiniLM) and, called with ``is_causal=True``,
+  the decoder-only (GPT-style) block, with grouped-query attention, rotary positions,
   RMSNorm/SwiGLU options and a key/value cache (Radford et al., 2019; Touvron et al., 2023,
-  Sec. 2.2).
-- :class:`DecoderBlock`: the decoder block of an encoder-decoder transformer, which adds a
-  cross-attention sublayer between the two (Vaswani et al., 2017, Sec. 3.1: "the decoder
-  inserts a third sub-layer, which performs multi-head attention over the output of the
-  encoder stack"). Post-norm by default, pre-norm with ``norm_first=True``; the same
-  computation as ``torch.nn.TransformerDecoderLayer`` (see :meth:`DecoderBlock.from_torch`).
+  Sec. 2.2). :class:`DecoderBlock`: the decoder block of an encoder-decoder transformer,
+  which adds a cross-attention sublayer between the two (Vaswani et al., 2017, Sec. 3.1:
+  "the decoder inserts a third sub-layer, which performs multi-head attention over the
+  output of the encoder stack"). Post-norm by default, pre-norm with ``norm_first=True``.
+
+The feed-forward networks sit here, beside the blocks, as in ``torch.nn.TransformerEncoderLayer``
+(whose ``linear1``/``linear2`` they match) and nanoGPT's ``MLP``: a GPT-style block reads in
+this file, :mod:`.attention` and :mod:`.normalization`. The ``from_torch`` helpers that read
+torch's layers come last.
 """
 
 from __future__ import annotations
@@ -23,12 +34,18 @@ from collections.abc import Callable
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from ..checks import check_last_dim, check_positive_sizes
 from .attention import GroupedQueryAttention, KVPair, MultiHeadAttention
-from .feedforward import PositionwiseFeedForward, SwiGLUFeedForward
 from .normalization import LayerNorm, RMSNorm
 from .positional import RotaryEmbedding
 
-__all__ = ["residual", "TransformerBlock", "DecoderBlock"]
+__all__ = [
+    "residual",
+    "PositionwiseFeedForward",
+    "SwiGLUFeedForward",
+    "TransformerBlock",
+    "DecoderBlock",
+]
 
 _NORMS = {"layernorm": LayerNorm, "rmsnorm": RMSNorm}
 
@@ -65,55 +82,93 @@ def residual(
     return (y, *extra) if extra else y
 
 
-def torch_activation_name(fn) -> str | None:
-    """``"relu"`` or ``"gelu"`` for the activations our feed-forward network computes exactly, else ``None``.
+# gelu: the exact (erf) form, as in BERT and nn.Transformer*
+_ACTIVATIONS = {
+    "relu": F.relu,
+    "gelu": F.gelu,
+}
 
-    Accepts what ``nn.TransformerEncoderLayer`` and ``nn.TransformerDecoderLayer`` store in
-    ``.activation``: ``F.relu``/``F.gelu`` or ``nn.ReLU()``/``nn.GELU()``. ``nn.GELU(approximate="tanh")``
-    is a different function and gives ``None``.
+
+class PositionwiseFeedForward(nn.Module):
+    """Two linear maps with a nonlinearity between them, applied at every position.
+
+    ``y = linear2(dropout(activation(linear1(x))))``: the same weights act
+    on each position, so positions do not interact here (only attention mixes them).
+
+    Args:
+        d_model: input and output width D.
+        d_ff: hidden width (2048 in the base Transformer, typically 4 * d_model).
+        activation: ``"relu"`` or ``"gelu"`` (exact, erf-based GELU).
+        dropout: dropout probability after the activation (training only).
+
+    Attributes:
+        linear1: ``nn.Linear(d_model, d_ff)``; linear2: ``nn.Linear(d_ff, d_model)``.
+
+    Raises:
+        ValueError: for an unknown activation or non-positive sizes.
     """
-    if fn is F.relu or isinstance(fn, nn.ReLU):
-        return "relu"
-    if fn is F.gelu or (isinstance(fn, nn.GELU) and fn.approximate == "none"):
-        return "gelu"
-    return None
+
+    def __init__(
+        self, d_model: int, d_ff: int, activation: str = "relu", dropout: float = 0.0
+    ) -> None:
+        super().__init__()
+        if activation not in _ACTIVATIONS:
+            raise ValueError(
+                f"PositionwiseFeedForward: expected activation 'relu' or 'gelu', received {activation!r}"
+            )
+        check_positive_sizes("PositionwiseFeedForward", d_model=d_model, d_ff=d_ff)
+        self.d_model, self.d_ff, self.activation = d_model, d_ff, activation
+        self.linear1 = nn.Linear(d_model, d_ff)
+        self.linear2 = nn.Linear(d_ff, d_model)
+        self.dropout = nn.Dropout(dropout)
+
+    def forward(self, x: Tensor) -> Tensor:
+        """Map ``x`` of shape ``(..., d_model)`` to ``(..., d_model)``.
+
+        Raises:
+            ValueError: if the last dimension of ``x`` is not ``d_model``.
+        """
+        check_last_dim("PositionwiseFeedForward", x, self.d_model)
+        hidden = _ACTIVATIONS[self.activation](self.linear1(x))  # (..., d_ff)
+        return self.linear2(self.dropout(hidden))  # (..., D)
 
 
-def _torch_layer_options(owner: str, layer: nn.Module, expected: type) -> dict:
-    """Validate a torch transformer layer for ``from_torch`` and return our block's constructor arguments."""
-    if not isinstance(layer, expected):
-        raise ValueError(
-            f"{owner}.from_torch: expected nn.{expected.__name__}, received {type(layer).__name__}"
-        )
-    activation = torch_activation_name(layer.activation)
-    if activation is None:
-        raise ValueError(
-            f"{owner}.from_torch: expected a ReLU or exact GELU activation, "
-            f"received {layer.activation!r}"
-        )
-    if layer.linear1.bias is None:
-        raise ValueError(f"{owner}.from_torch: layers built with bias=False are not supported")
-    return dict(
-        d_model=layer.self_attn.embed_dim,
-        n_heads=layer.self_attn.num_heads,
-        d_ff=layer.linear1.out_features,
-        dropout=layer.dropout.p,
-        activation=activation,
-        norm_first=layer.norm_first,
-        eps=layer.norm1.eps,
-    )
+class SwiGLUFeedForward(nn.Module):
+    """``down(silu(gate(x)) * up(x))``, applied at every position separately.
 
+    Args:
+        d_model: input and output width D.
+        d_ff: hidden width (1536 in SmolLM2-135M, whose ``d_model`` is 576).
+        dropout: dropout probability on the gated hidden vector (training only).
+        bias: whether the three projections have biases (False in Shazeer 2020 and Llama).
 
-def _copy_feed_forward(ff: PositionwiseFeedForward, layer: nn.Module) -> None:
-    """Copy ``layer.linear1``/``layer.linear2`` of a torch transformer layer into ``ff``."""
-    ff.load_state_dict(
-        {
-            "linear1.weight": layer.linear1.weight,
-            "linear1.bias": layer.linear1.bias,
-            "linear2.weight": layer.linear2.weight,
-            "linear2.bias": layer.linear2.bias,
-        }
-    )
+    Attributes:
+        gate_proj, up_proj: ``nn.Linear(d_model, d_ff)`` (``W`` and ``V`` above);
+        down_proj: ``nn.Linear(d_ff, d_model)`` (``W_2``).
+
+    Raises:
+        ValueError: if ``d_model`` or ``d_ff`` is not positive.
+    """
+
+    def __init__(self, d_model: int, d_ff: int, dropout: float = 0.0, bias: bool = False) -> None:
+        super().__init__()
+        check_positive_sizes("SwiGLUFeedForward", d_model=d_model, d_ff=d_ff)
+        self.d_model, self.d_ff = d_model, d_ff
+        self.gate_proj = nn.Linear(d_model, d_ff, bias=bias)
+        self.up_proj = nn.Linear(d_model, d_ff, bias=bias)
+        self.down_proj = nn.Linear(d_ff, d_model, bias=bias)
+        self.dropout = nn.Dropout(dropout)
+
+    def forward(self, x: Tensor) -> Tensor:
+        """Map ``x`` of shape ``(..., d_model)`` to ``(..., d_model)``.
+
+        Raises:
+            ValueError: if the last dimension of ``x`` is not ``d_model``.
+        """
+        check_last_dim("SwiGLUFeedForward", x, self.d_model)
+        gate = F.silu(self.gate_proj(x))  # (..., d_ff): silu(z) = z * sigmoid(z)
+        hidden = gate * self.up_proj(x)  # (..., d_ff): the gate scales each hidden unit
+        return self.down_proj(self.dropout(hidden))  # (..., D)
 
 
 def make_norm(kind: str, d_model: int, eps: float) -> nn.Module:
@@ -156,7 +211,7 @@ class TransformerBlock(nn.Module):
         d_ff: hidden width of the feed-forward network.
         dropout: dropout on attention weights, in the feed-forward network and on each sublayer output.
         activation: ``"relu"`` or ``"gelu"`` (:class:`PositionwiseFeedForward`), or ``"swiglu"``
-            (:class:`~transformer_lite.nn.feedforward.SwiGLUFeedForward`).
+            (:class:`SwiGLUFeedForward`).
         norm_first: pre-norm if True, post-norm if False.
         eps: epsilon of the two norms.
         n_kv_heads: ``None`` for multi-head attention, or the number of key/value heads
@@ -273,15 +328,7 @@ class TransformerBlock(nn.Module):
             ValueError: if ``layer`` is not an ``nn.TransformerEncoderLayer``, has an
                 activation other than ReLU or the exact GELU, or was built with ``bias=False``.
         """
-        options = _torch_layer_options("TransformerBlock", layer, nn.TransformerEncoderLayer)
-        w = layer.linear1.weight
-        # Cast before copying: copying float64 weights into float32 parameters would round them.
-        ours = cls(**options).to(dtype=w.dtype, device=w.device)
-        ours.self_attn = MultiHeadAttention.from_torch(layer.self_attn)
-        ours.norm1 = LayerNorm.from_torch(layer.norm1)
-        ours.norm2 = LayerNorm.from_torch(layer.norm2)
-        _copy_feed_forward(ours.ff, layer)
-        return ours.to(dtype=w.dtype, device=w.device)
+        return _block_from_torch(cls, layer, nn.TransformerEncoderLayer, self_attn="self_attn")
 
 
 class DecoderBlock(nn.Module):
@@ -417,14 +464,68 @@ class DecoderBlock(nn.Module):
                 ``F.relu``/``F.gelu``, ``nn.ReLU()``/``nn.GELU()``; not
                 ``nn.GELU(approximate="tanh")``), or it was built with ``bias=False``.
         """
-        options = _torch_layer_options("DecoderBlock", layer, nn.TransformerDecoderLayer)
-        w = layer.linear1.weight
-        # Cast before copying: copying float64 weights into float32 parameters would round them.
-        ours = cls(**options).to(dtype=w.dtype, device=w.device)
-        ours.self_attn = MultiHeadAttention.from_torch(layer.self_attn)
-        ours.cross_attn = MultiHeadAttention.from_torch(layer.multihead_attn)
-        ours.norm1 = LayerNorm.from_torch(layer.norm1)
-        ours.norm2 = LayerNorm.from_torch(layer.norm2)
-        ours.norm3 = LayerNorm.from_torch(layer.norm3)
-        _copy_feed_forward(ours.ff, layer)
-        return ours.to(dtype=w.dtype, device=w.device)
+        return _block_from_torch(
+            cls,
+            layer,
+            nn.TransformerDecoderLayer,
+            self_attn="self_attn",
+            cross_attn="multihead_attn",
+        )
+
+
+# Reading torch's layers (``from_torch``).
+
+
+def torch_activation_name(fn) -> str | None:
+    """``"relu"`` or ``"gelu"`` for the activations our feed-forward network computes exactly, else ``None``.
+
+    Accepts what ``nn.TransformerEncoderLayer`` and ``nn.TransformerDecoderLayer`` store in
+    ``.activation``: ``F.relu``/``F.gelu`` or ``nn.ReLU()``/``nn.GELU()``. ``nn.GELU(approximate="tanh")``
+    is a different function and gives ``None``.
+    """
+    if fn is F.relu or isinstance(fn, nn.ReLU):
+        return "relu"
+    if fn is F.gelu or (isinstance(fn, nn.GELU) and fn.approximate == "none"):
+        return "gelu"
+    return None
+
+
+def _block_from_torch(cls: type, layer: nn.Module, expected: type, **attentions: str):
+    """Our block ``cls`` with the options and weights of the torch layer ``layer``.
+
+    ``attentions`` names each of our attention modules after torch's (``cross_attn="multihead_attn"``);
+    the norms (``norm1``, ``norm2``, ...) and the feed-forward network's ``linear1``/``linear2``
+    have the same names in both. The block is built in ``layer``'s dtype before the weights
+    are copied: copying float64 weights into float32 parameters would round them.
+    """
+    owner = cls.__name__
+    if not isinstance(layer, expected):
+        raise ValueError(
+            f"{owner}.from_torch: expected nn.{expected.__name__}, received {type(layer).__name__}"
+        )
+    activation = torch_activation_name(layer.activation)
+    if activation is None:
+        raise ValueError(
+            f"{owner}.from_torch: expected a ReLU or exact GELU activation, "
+            f"received {layer.activation!r}"
+        )
+    if layer.linear1.bias is None:
+        raise ValueError(f"{owner}.from_torch: layers built with bias=False are not supported")
+    w = layer.linear1.weight
+    ours = cls(
+        d_model=layer.self_attn.embed_dim,
+        n_heads=layer.self_attn.num_heads,
+        d_ff=layer.linear1.out_features,
+        dropout=layer.dropout.p,
+        activation=activation,
+        norm_first=layer.norm_first,
+        eps=layer.norm1.eps,
+    ).to(dtype=w.dtype, device=w.device)
+    for ours_name, torch_name in attentions.items():
+        setattr(ours, ours_name, MultiHeadAttention.from_torch(getattr(layer, torch_name)))
+    for name, module in list(ours.named_children()):
+        if isinstance(module, LayerNorm):
+            setattr(ours, name, LayerNorm.from_torch(getattr(layer, name)))
+    ours.ff.linear1.load_state_dict(layer.linear1.state_dict())
+    ours.ff.linear2.load_state_dict(layer.linear2.state_dict())
+    return ours.to(dtype=w.dtype, device=w.device)
