@@ -224,7 +224,7 @@ def test_forward_rejects_bad_shapes():
     ):
         blk(x, torch.zeros(2, S, 6))
     with pytest.raises(
-        ValueError, match=r"one batch size, received x \(2, 5, 8\) and memory \(3, 4, 8\)"
+        ValueError, match=r"one batch size B, received x \(2, 5, 8\), memory \(3, 4, 8\)"
     ):
         blk(x, torch.zeros(3, S, D))
     with pytest.raises(ValueError, match=r"attn_mask: expected a shape that broadcasts"):

@@ -162,5 +162,5 @@ def test_encoder_tagger_dropout():
     plain = EncoderTagger(6, 9, 2, d_model=8, n_heads=2, d_ff=16)
     plain.load_state_dict(model.state_dict())
     assert torch.equal(model.eval()(ids), plain.eval()(ids))
-    with pytest.raises(ValueError, match="0 <= dropout < 1"):
+    with pytest.raises(ValueError, match="dropout probability 0 <= p < 1"):
         EncoderTagger(6, 9, 2, d_model=8, n_heads=2, d_ff=16, dropout=1.0)

@@ -391,7 +391,7 @@ def test_config_errors():
         ValueError, match="d_model must be divisible by n_heads, received d_model=10, n_heads=4"
     ):
         EncoderDecoderConfig(5, 5, d_model=10, n_heads=4)
-    with pytest.raises(ValueError, match="0 <= dropout < 1"):
+    with pytest.raises(ValueError, match="dropout probability 0 <= p < 1"):
         EncoderDecoderConfig(5, 5, dropout=1.5)
     with pytest.raises(ValueError, match="activation 'relu' or 'gelu', received 'swish'"):
         EncoderDecoderConfig(5, 5, activation="swish")

@@ -232,7 +232,7 @@ def test_errors():
         sinusoidal_positional_encoding(3, 4, dtype=torch.int64)
     with pytest.raises(ValueError, match="max_len to be a positive int"):
         SinusoidalPositionalEncoding(4, 0)
-    with pytest.raises(ValueError, match="0 <= dropout < 1"):
+    with pytest.raises(ValueError, match="dropout probability 0 <= p < 1"):
         SinusoidalPositionalEncoding(4, 8, dropout=1.0)
     mod = SinusoidalPositionalEncoding(4, max_len=8)
     with pytest.raises(

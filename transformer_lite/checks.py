@@ -23,6 +23,7 @@ __all__ = [
     "check_mask",
     "check_dropout",
     "check_projection_inputs",
+    "check_sequences",
     "eval_mode",
 ]
 
@@ -207,6 +208,24 @@ def check_dropout(owner: str, p) -> None:
         raise ValueError(f"{owner}: expected a dropout probability 0 <= p < 1, received {p!r}")
 
 
+def check_sequences(owner: str, d_model: int, **tensors: Tensor) -> None:
+    """Raise ``ValueError`` unless every tensor is ``(B, len, d_model)``, with one batch size ``B``.
+
+    The lengths may differ (queries and keys, target and memory). The message names each
+    tensor by its keyword: ``check_sequences("DecoderBlock", 8, x=x, memory=memory)``.
+    """
+    for name, t in tensors.items():
+        if not isinstance(t, Tensor) or t.dim() != 3 or t.shape[-1] != d_model:
+            got = tuple(t.shape) if isinstance(t, Tensor) else type(t).__name__
+            raise ValueError(
+                f"{owner}: expected {name} of shape (B, len, {d_model}), received {got}"
+            )
+    batch = next(iter(tensors.values())).shape[0]
+    if any(t.shape[0] != batch for t in tensors.values()):  # != also works on traced sizes
+        shapes = ", ".join(f"{name} {tuple(t.shape)}" for name, t in tensors.items())
+        raise ValueError(f"{owner}: expected one batch size B, received {shapes}")
+
+
 def check_projection_inputs(
     owner: str, d_model: int, query: Tensor, key: Tensor, value: Tensor
 ) -> None:
@@ -215,17 +234,7 @@ def check_projection_inputs(
     The checks of :class:`~transformer_lite.nn.attention.MultiHeadAttention`'s inputs, before
     its projections.
     """
-    for name, t in (("query", query), ("key", key), ("value", value)):
-        if not isinstance(t, Tensor) or t.dim() != 3 or t.shape[-1] != d_model:
-            got = tuple(t.shape) if isinstance(t, Tensor) else type(t).__name__
-            raise ValueError(
-                f"{owner}: expected {name} of shape (B, len, {d_model}), received {got}"
-            )
-    if not (query.shape[0] == key.shape[0] == value.shape[0]):
-        raise ValueError(
-            f"{owner}: expected one batch size B, received query "
-            f"{tuple(query.shape)}, key {tuple(key.shape)}, value {tuple(value.shape)}"
-        )
+    check_sequences(owner, d_model, query=query, key=key, value=value)
     if key.shape[1] != value.shape[1]:
         raise ValueError(
             f"{owner}: expected key and value of one length S, received key "

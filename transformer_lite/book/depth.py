@@ -17,7 +17,7 @@ from collections.abc import Sequence
 import torch
 from torch import Tensor, nn
 
-from ..checks import check_positive_int
+from ..checks import check_dropout, check_positive_int
 from ..models.encoder_decoder import TransformerEncoder
 
 __all__ = ["EncoderTagger", "with_norm_first", "layer_gradient_norms"]
@@ -59,8 +59,7 @@ class EncoderTagger(nn.Module):
         super().__init__()
         check_positive_int("EncoderTagger", "vocab_size", vocab_size)
         check_positive_int("EncoderTagger", "n_classes", n_classes)
-        if not 0.0 <= dropout < 1.0:
-            raise ValueError(f"EncoderTagger: expected 0 <= dropout < 1, received {dropout}")
+        check_dropout("EncoderTagger", dropout)
         self.sizes = dict(
             vocab_size=vocab_size,
             n_classes=n_classes,

@@ -21,7 +21,7 @@ from dataclasses import asdict, dataclass
 import torch
 from torch import Tensor, nn
 
-from ..checks import check_nonnegative_int, check_token_ids, eval_mode
+from ..checks import check_dropout, check_nonnegative_int, check_token_ids, eval_mode
 from ..nn.attention import KVPair
 from ..nn.blocks import TransformerBlock, make_norm
 from ..nn.positional import (
@@ -82,10 +82,7 @@ class DecoderOnlyConfig:
                 f"DecoderOnlyConfig: expected n_heads | d_model and n_kv_heads | n_heads, received "
                 f"d_model={self.d_model}, n_heads={self.n_heads}, n_kv_heads={self.n_kv_heads}"
             )
-        if not 0.0 <= self.dropout < 1.0:
-            raise ValueError(
-                f"DecoderOnlyConfig: expected 0 <= dropout < 1, received {self.dropout}"
-            )
+        check_dropout("DecoderOnlyConfig", self.dropout)
         for name, allowed in (
             ("positional", _POSITIONAL),
             ("norm", _NORMS),

@@ -25,7 +25,7 @@ from dataclasses import asdict, dataclass
 import torch
 from torch import Tensor, nn
 
-from ..checks import check_positive_int, check_token_ids, eval_mode
+from ..checks import check_dropout, check_positive_int, check_token_ids, eval_mode
 from ..nn.blocks import DecoderBlock, TransformerBlock
 from ..nn.masks import padding_mask
 from ..nn.normalization import LayerNorm
@@ -230,10 +230,7 @@ class EncoderDecoderConfig:
                 f"EncoderDecoderConfig: d_model must be divisible by n_heads, received "
                 f"d_model={self.d_model}, n_heads={self.n_heads}"
             )
-        if not 0.0 <= self.dropout < 1.0:
-            raise ValueError(
-                f"EncoderDecoderConfig: expected 0 <= dropout < 1, received {self.dropout}"
-            )
+        check_dropout("EncoderDecoderConfig", self.dropout)
         if self.activation not in ("relu", "gelu"):
             raise ValueError(
                 "EncoderDecoderConfig: expected activation 'relu' or 'gelu', "

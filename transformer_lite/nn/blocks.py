@@ -34,7 +34,7 @@ from collections.abc import Callable
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from ..checks import check_last_dim, check_positive_sizes
+from ..checks import check_last_dim, check_positive_sizes, check_sequences
 from .attention import GroupedQueryAttention, KVPair, MultiHeadAttention
 from .normalization import LayerNorm, RMSNorm
 from .positional import RotaryEmbedding
@@ -419,17 +419,7 @@ class DecoderBlock(nn.Module):
             ValueError: if ``x`` or ``memory`` is not ``(B, len, d_model)`` with one
                 batch size, or a mask has an unsupported shape or dtype.
         """
-        for name, t in (("x", x), ("memory", memory)):
-            if not isinstance(t, Tensor) or t.dim() != 3 or t.shape[-1] != self.d_model:
-                shape = tuple(t.shape) if isinstance(t, Tensor) else type(t).__name__
-                raise ValueError(
-                    f"DecoderBlock: expected {name} of shape (B, len, {self.d_model}), received {shape}"
-                )
-        if x.shape[0] != memory.shape[0]:
-            raise ValueError(
-                f"DecoderBlock: expected x and memory with one batch size, received x {tuple(x.shape)} "
-                f"and memory {tuple(memory.shape)}"
-            )
+        check_sequences("DecoderBlock", self.d_model, x=x, memory=memory)
 
         def self_attention(h: Tensor) -> tuple[Tensor, Tensor]:
             return self.self_attn(h, h, h, attn_mask=attn_mask, is_causal=is_causal)

@@ -19,6 +19,8 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
+from ..checks import check_positive_int
+
 __all__ = ["causal_mask", "padding_mask", "bool_to_additive_mask"]
 
 
@@ -55,8 +57,7 @@ def causal_mask(L: int, S: int | None = None, device: torch.device | str | None 
     for name, n in (("L", L), ("S", S)):
         if torch.jit.is_tracing() and isinstance(n, torch.Tensor) and n.dim() == 0:
             continue  # a size recorded by the tracer of the ONNX export (scripts/export_onnx.py)
-        if isinstance(n, bool) or not isinstance(n, int) or n < 1:
-            raise ValueError(f"causal_mask: expected {name} to be a positive int, received {n!r}")
+        check_positive_int("causal_mask", name, n)
     ones = torch.ones(L, S, dtype=torch.bool, device=device)
     # Keep j <= i + (S - L): the diagonal shifted right by S - L (bottom-right alignment).
     return torch.tril(ones, diagonal=S - L)

@@ -18,7 +18,12 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
-from ..checks import check_positive_int, check_positive_sizes
+from ..checks import (
+    check_dropout,
+    check_nonnegative_int,
+    check_positive_int,
+    check_positive_sizes,
+)
 
 __all__ = [
     "rotation_frequencies",
@@ -143,10 +148,7 @@ class SinusoidalPositionalEncoding(nn.Module):
         super().__init__()
         check_positive_int("SinusoidalPositionalEncoding", "d_model", d_model)
         check_positive_int("SinusoidalPositionalEncoding", "max_len", max_len)
-        if not 0.0 <= dropout < 1.0:
-            raise ValueError(
-                f"SinusoidalPositionalEncoding: expected 0 <= dropout < 1, received {dropout}"
-            )
+        check_dropout("SinusoidalPositionalEncoding", dropout)
         if not base > 1:
             raise ValueError(f"SinusoidalPositionalEncoding: expected base > 1, received {base!r}")
         self.d_model, self.max_len, self.base = d_model, max_len, base
@@ -178,10 +180,7 @@ class SinusoidalPositionalEncoding(nn.Module):
                 f"SinusoidalPositionalEncoding: expected a floating x of shape (B, L, {self.d_model}), "
                 f"received {shape}" + (f" of dtype {x.dtype}" if isinstance(x, Tensor) else "")
             )
-        if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
-            raise ValueError(
-                f"SinusoidalPositionalEncoding: expected an int offset >= 0, received {offset!r}"
-            )
+        check_nonnegative_int("SinusoidalPositionalEncoding", "offset", offset)
         L = x.shape[1]
         if offset + L > self.max_len:
             raise ValueError(

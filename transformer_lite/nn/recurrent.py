@@ -33,6 +33,8 @@ import math
 import torch
 from torch import Tensor, nn
 
+from ..checks import check_positive_int
+
 __all__ = ["RNN", "GRU"]
 
 _NONLINEARITIES = {"tanh": torch.tanh, "relu": torch.relu}
@@ -47,8 +49,7 @@ class _Recurrent(nn.Module):
         super().__init__()
         name = type(self).__name__
         for arg, n in (("input_size", input_size), ("hidden_size", hidden_size)):
-            if isinstance(n, bool) or not isinstance(n, int) or n < 1:
-                raise ValueError(f"{name}: expected {arg} to be a positive int, received {n!r}")
+            check_positive_int(name, arg, n)
         self.input_size, self.hidden_size = input_size, hidden_size
         rows = self.n_gates * hidden_size
         self.weight_ih = nn.Parameter(torch.empty(rows, input_size))  # (G*H, input_size)
