@@ -74,9 +74,8 @@ import torch
 import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
-sys.path.insert(
-    0, str(Path(__file__).resolve().parent.parent)
-)  # this checkout's package, not an installed one
+# this checkout's package, not an installed one
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from transformer_lite import scaled_dot_product_attention
 
@@ -89,13 +88,13 @@ CONDITIONS = {"default": None, "keep": KEEP_FREED_MEMORY}
 def make_variants(B: int, H: int, L: int, d_head: int) -> dict:
     """No-argument callables for every variant, on one set of inputs ``(B, H, L, d_head)``."""
     gen = torch.Generator().manual_seed(0)
-    q, k, v = (
-        torch.randn(B, H, L, d_head, generator=gen) for _ in range(3)
-    )  # 3 x (B, H, L, d_head)
+    # 3 x (B, H, L, d_head)
+    q, k, v = (torch.randn(B, H, L, d_head, generator=gen) for _ in range(3))
+    # two score-sized buffers
     src, dst = (
         torch.randn(B, H, L, L, generator=gen),
         torch.empty(B, H, L, L),
-    )  # two score-sized buffers
+    )
 
     def bare():
         scores = (q / math.sqrt(d_head)) @ k.transpose(-2, -1)  # (B, H, L, L)
@@ -104,9 +103,8 @@ def make_variants(B: int, H: int, L: int, d_head: int) -> dict:
 
     def bare_inplace():
         scores = (q / math.sqrt(d_head)) @ k.transpose(-2, -1)  # (B, H, L, L)
-        weights = torch.softmax(
-            scores, dim=-1, out=scores
-        )  # overwrites the scores: no second L x L matrix
+        # overwrites the scores: no second L x L matrix
+        weights = torch.softmax(scores, dim=-1, out=scores)
         return weights @ v, weights
 
     def torch_math():
@@ -128,9 +126,8 @@ def child(L: int, repeats: int, seed: int, args: argparse.Namespace) -> None:
     torch.set_num_threads(args.threads)
     fns = make_variants(args.batch, args.heads, L, args.d_head)
     names = list(fns)
-    random.Random(seed).shuffle(
-        names
-    )  # which variant follows which changes the heap state it meets: vary it
+    # which variant follows which changes the heap state it meets: vary it
+    random.Random(seed).shuffle(names)
     out = {n: {"times": [], "faults": []} for n in names}
     with torch.inference_mode():
         for n in names:

@@ -68,9 +68,8 @@ def make_qkv(
     batch: int, heads: int, L: int, d_head: int, seed: int = 0
 ) -> tuple[torch.Tensor, ...]:
     gen = torch.Generator().manual_seed(seed)
-    return tuple(
-        torch.randn(batch, heads, L, d_head, generator=gen) for _ in range(3)
-    )  # 3 x (B, H, L, d_head)
+    # 3 x (B, H, L, d_head)
+    return tuple(torch.randn(batch, heads, L, d_head, generator=gen) for _ in range(3))
 
 
 def attention_fn(impl: str, q, k, v, block_size: int):

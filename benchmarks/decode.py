@@ -108,9 +108,8 @@ from pathlib import Path
 import torch
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")  # transformers must never reach the network
-sys.path.insert(
-    0, str(Path(__file__).resolve().parent.parent)
-)  # this checkout's package, not an installed one
+# this checkout's package, not an installed one
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import transformer_lite as tl
 from transformer_lite.pretrained.smollm2 import GGUF_LAYER_NAMES
@@ -407,11 +406,12 @@ def summarize(case: dict, pairs: dict) -> dict:
     return out
 
 
+# speed ratio = HF's time / ours
 STEP_PAIRS = {
     "full/cached": ("full", "cached"),
     "hf full/cached": ("hf_full", "hf_cached"),
     "cached: ours speed / HF": ("hf_cached", "cached"),
-}  # speed ratio = HF's time / ours
+}
 GEN_PAIRS = {
     "generate: ours/HF tokens per second": ("hf_generate", "ours_generate"),
     "loop: ours/HF tokens per second": ("hf_loop", "ours_loop"),

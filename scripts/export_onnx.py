@@ -92,9 +92,8 @@ def _export(
         else None
     )
     with warnings.catch_warnings():
-        warnings.simplefilter(
-            "ignore"
-        )  # tracer warnings about the input checks, the legacy exporter's notice
+        # tracer warnings about the input checks, the legacy exporter's notice
+        warnings.simplefilter("ignore")
         torch.onnx.export(
             AttentionOutputs(module).eval(),
             (example,),
@@ -112,9 +111,8 @@ def export_minilm(out_dir: Path) -> dict:
     """Write ``minilm.onnx`` and copy the tokenizer files into ``out_dir``; return the manifest entry."""
     tl = _tl()
     encoder, tokenizer = tl.load_minilm()
-    example = torch.tensor(
-        [tokenizer.encode("The cat sat on the mat because it was tired.")]
-    )  # (1, 13)
+    # (1, 13)
+    example = torch.tensor([tokenizer.encode("The cat sat on the mat because it was tired.")])
     path = out_dir / "minilm.onnx"
     with torch.no_grad():
         _export(encoder, example, path, "hidden")
@@ -146,9 +144,8 @@ def export_charlm(checkpoint: Path, out_dir: Path) -> dict:
             f"export_charlm: expected the checkpoint metadata to hold 'vocab', received keys {sorted(meta)}"
         )
     c = model.config
-    example = torch.zeros(
-        (1, c.max_len), dtype=torch.long
-    )  # the fixed length (see the module docstring)
+    # the fixed length (see the module docstring)
+    example = torch.zeros((1, c.max_len), dtype=torch.long)
     path = out_dir / "charlm.onnx"
     with torch.no_grad():
         _export(model, example, path, "logits", dynamic=False)

@@ -159,6 +159,7 @@ def test_transformed_values_by_hand():
     with torch.no_grad():
         f = transformed_values(_hand_module(), x)
     assert f.shape == (1, 2, 2, 2)  # (B, H, S, D)
+    # head 1
     expected = torch.tensor(
         [
             [
@@ -167,7 +168,7 @@ def test_transformed_values_by_hand():
             ]
         ],
         dtype=torch.float64,
-    )  # head 1
+    )
     torch.testing.assert_close(f, expected)
     torch.testing.assert_close(
         f.norm(dim=-1), torch.tensor([[[5**0.5, 0.0], [9.0, 3.0]]], dtype=torch.float64)
@@ -191,9 +192,8 @@ def test_transformed_values_rebuild_the_attention_output(B, L, S, n_heads, d_hea
     with torch.no_grad():
         out, w = m(query, memory, memory)  # (B, L, D), (B, H, L, S)
         f = transformed_values(m, memory)  # (B, H, S, D)
-    rebuilt = (
-        torch.einsum("bhls,bhsd->bld", w, f) + m.out_proj.bias
-    )  # sum over heads and keys, plus b^O
+    # sum over heads and keys, plus b^O
+    rebuilt = torch.einsum("bhls,bhsd->bld", w, f) + m.out_proj.bias
     torch.testing.assert_close(rebuilt, out)
 
 
@@ -329,19 +329,19 @@ def test_plot_head_grid_layout_labels_and_colorbar():
 
 
 def test_plot_head_grid_accepts_a_list_of_layers():
+    # n_layers tensors of (H, L, L)
     layers = [
         torch.full((2, 3, 3), 1 / 3),
         torch.full((2, 3, 3), 1 / 3),
-    ]  # n_layers tensors of (H, L, L)
+    ]
     fig = plot_head_grid(layers, TOKENS)
     assert len([ax for ax in fig.axes if ax.get_images()]) == 4
 
 
 def test_plot_head_grid_shows_tokens_on_first_column_and_last_row():
     fig = plot_head_grid(torch.full((2, 2, 3, 3), 1 / 3), TOKENS)
-    heatmaps = [
-        ax for ax in fig.axes if ax.get_images()
-    ]  # row-major: layer 0 heads 0-1, layer 1 heads 0-1
+    # row-major: layer 0 heads 0-1, layer 1 heads 0-1
+    heatmaps = [ax for ax in fig.axes if ax.get_images()]
     assert _texts(heatmaps[0].get_yticklabels()) == TOKENS  # first column
     assert _texts(heatmaps[2].get_xticklabels()) == TOKENS  # last row
 
@@ -443,13 +443,11 @@ def test_plot_score_bias_per_head_limits_are_each_heads_own_min_and_max_for_alib
     for im, h in zip(images, [0, 2, 4, 7]):
         slope = 2.0 ** (-8 * (h + 1) / H)  # by hand: 1/2, 1/8, 1/32, 1/256
         lo, hi = im.get_clim()
-        assert (
-            lo == pytest.approx(-slope * (L - 1), rel=1e-6) and hi == 0.0
-        )  # the farthest key, and the diagonal
+        # the farthest key, and the diagonal
+        assert lo == pytest.approx(-slope * (L - 1), rel=1e-6) and hi == 0.0
         assert im.get_cmap().name.startswith("cividis")  # sequential, colour-blind-safe
-        assert np.array_equal(
-            im.get_array().mask, np.triu(np.ones((L, L), dtype=bool), 1)
-        )  # -inf above the diagonal
+        # -inf above the diagonal
+        assert np.array_equal(im.get_array().mask, np.triu(np.ones((L, L), dtype=bool), 1))
     colorbars = [ax for ax in fig.axes if not ax.images]
     assert len(colorbars) == 4  # one colorbar per head
     assert all("added to the score" in ax.get_ylabel() for ax in colorbars)
@@ -477,16 +475,16 @@ def test_plot_score_bias_per_head_limits_match_numpy(H, L, S, seed):
         if finite.size == 0:
             expected = (-0.5, 0.5)  # nothing finite: a unit range around 0
         elif finite.min() == finite.max():
+            # constant head: a unit range around it
             expected = (
                 finite.min() - 0.5,
                 finite.max() + 0.5,
-            )  # constant head: a unit range around it
+            )
         else:
             expected = (finite.min(), finite.max())
         np.testing.assert_allclose(im.get_clim(), expected, rtol=0, atol=0)
-        assert np.array_equal(
-            np.ma.getmaskarray(im.get_array()), np.isneginf(values[h])
-        )  # -inf drawn as bad
+        # -inf drawn as bad
+        assert np.array_equal(np.ma.getmaskarray(im.get_array()), np.isneginf(values[h]))
     plt.close(fig)
 
 

@@ -621,8 +621,8 @@ def test_sdpa_rejects_integer_inputs():
     "d_model,n_heads,pattern",
     [
         (10, 3, r"d_model must be divisible by n_heads, received d_model=10, n_heads=3"),
-        (0, 1, r"expected positive d_model and n_heads, received 0, 1"),
-        (8, 0, r"expected positive d_model and n_heads, received 8, 0"),
+        (0, 1, r"expected positive int d_model and n_heads, received 0, 1"),
+        (8, 0, r"expected positive int d_model and n_heads, received 8, 0"),
     ],
 )
 def test_mha_constructor_errors(d_model, n_heads, pattern):

@@ -12,10 +12,13 @@ from torch import nn
 
 from tests.conftest import F64, close, rand
 from transformer_lite.checks import (
+    check_heads,
     check_last_dim,
     check_nonnegative_int,
+    check_positions,
     check_positive_int,
     check_positive_sizes,
+    check_sequences,
     check_token_ids,
     eval_mode,
 )
@@ -72,13 +75,53 @@ def test_size_and_shape_checks():
         with pytest.raises(ValueError, match=rf"g: expected an int k >= 0, received {bad!r}"):
             check_nonnegative_int("g", "k", bad)
     check_positive_sizes("F", d_model=1, d_ff=2)
-    with pytest.raises(ValueError, match="F: expected positive d_model and d_ff, received 4, 0"):
+    with pytest.raises(
+        ValueError, match="F: expected positive int d_model and d_ff, received 4, 0"
+    ):
         check_positive_sizes("F", d_model=4, d_ff=0)
+    for bad in (64.0, True):
+        with pytest.raises(
+            ValueError,
+            match=rf"F: expected positive int d_model, n_heads and d_ff, received {bad!r}, 2, 8",
+        ):
+            check_positive_sizes("F", d_model=bad, n_heads=2, d_ff=8)
     check_last_dim("N", torch.zeros(2, 3), 3)
     with pytest.raises(
         ValueError, match=r"N: expected input of shape \(\.\.\., 4\), received \(2, 3\)"
     ):
         check_last_dim("N", torch.zeros(2, 3), 4)
+
+
+def test_head_position_and_sequence_checks():
+    check_heads("A", 12, 4, 2)
+    with pytest.raises(
+        ValueError, match="A: d_model must be divisible by n_heads, received d_model=10, n_heads=4"
+    ):
+        check_heads("A", 10, 4)
+    with pytest.raises(
+        ValueError,
+        match="A: n_heads must be divisible by n_kv_heads, received n_heads=4, n_kv_heads=3",
+    ):
+        check_heads("A", 12, 4, 3)
+    check_positions("P", 6, 4, 10)  # positions 6..9
+    with pytest.raises(
+        ValueError,
+        match=r"P: positions 7\.\.10 requested, but max_len=10 allows positions 0\.\.9 only",
+    ):
+        check_positions("P", 7, 4, 10)
+    with pytest.raises(ValueError, match=r"P: expected an int offset >= 0, received -1"):
+        check_positions("P", -1, 4, 10)
+    x, memory = torch.zeros(2, 5, 8), torch.zeros(2, 3, 8)
+    check_sequences("S", 8, x=x, memory=memory)  # lengths may differ
+    with pytest.raises(
+        ValueError, match=r"S: expected memory of shape \(B, len, 8\), received \(2, 3\)"
+    ):
+        check_sequences("S", 8, x=x, memory=torch.zeros(2, 3))
+    with pytest.raises(
+        ValueError,
+        match=r"S: expected one batch size B, received x \(2, 5, 8\), memory \(1, 3, 8\)",
+    ):
+        check_sequences("S", 8, x=x, memory=torch.zeros(1, 3, 8))
 
 
 @pytest.mark.parametrize("norm_first", [True, False])

@@ -81,9 +81,8 @@ def test_corpus_counts():
     assert len(play_paths()) == 38
     assert len(corpus.train_plays) == 34
     assert corpus.val_plays == ("twelfth-night", "julius-caesar", "the-tempest", "hamlet")
-    assert set(corpus.val_plays) == set(
-        VALIDATION_PLAYS
-    )  # in corpus order: by genre folder, then name
+    # in corpus order: by genre folder, then name
+    assert set(corpus.val_plays) == set(VALIDATION_PLAYS)
     assert len(corpus.train_text) == 4_456_669 and len(corpus.val_text) == 498_983
     assert "".join(corpus.vocab.chars) == (
         "\n !\"&'(),-.0123456789:;?ABCDEFGHIJKLMNOPQRSTUVWXYZ[]abcdefghijklmnopqrstuvwxyz"
@@ -161,9 +160,8 @@ def test_random_batch():
     x2, _ = random_batch(ids, 6, 10, torch.Generator().manual_seed(0))
     assert torch.equal(x, x2)
     x, y = random_batch(torch.arange(11), 50, 10, torch.Generator().manual_seed(0))
-    assert torch.equal(x[0], torch.arange(10)) and torch.equal(
-        x, x[:1].expand(50, 10)
-    )  # the only window
+    # the only window
+    assert torch.equal(x[0], torch.arange(10)) and torch.equal(x, x[:1].expand(50, 10))
     with pytest.raises(ValueError, match="at least context \\+ 1 = 11 ids, received 10"):
         random_batch(torch.arange(10), 2, 10)
     with pytest.raises(ValueError, match="1-D ids"):

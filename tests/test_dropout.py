@@ -22,6 +22,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from torch import nn
 
+import transformer_lite as tl
 from transformer_lite import TransformerBlock
 from transformer_lite.book.depth import EncoderTagger, with_norm_first
 
@@ -51,9 +52,8 @@ class _DropoutInLengthBatchOrder(nn.Module):
         if not self.training or self.p == 0:
             return x
         B, L, D = x.shape
-        noise = (
-            torch.empty(L, B, D, dtype=x.dtype).bernoulli_(1 - self.p).div_(1 - self.p)
-        )  # (L, B, D)
+        # (L, B, D)
+        noise = torch.empty(L, B, D, dtype=x.dtype).bernoulli_(1 - self.p).div_(1 - self.p)
         return x * noise.transpose(0, 1)  # (B, L, D)
 
 
@@ -68,9 +68,8 @@ def test_dropout_is_inverted_scaling():
     assert torch.equal(y == 0, keep == 0)
     ones = F.dropout(torch.ones(200_000, dtype=torch.float64), p=P, training=True)
     assert set(ones.unique().tolist()) == {0.0, 1 / (1 - P)}
-    assert (
-        abs(float(ones.mean()) - 1.0) < 0.01
-    )  # the expectation is preserved (sd of the mean ~0.0015)
+    # the expectation is preserved (sd of the mean ~0.0015)
+    assert abs(float(ones.mean()) - 1.0) < 0.01
 
 
 @pytest.mark.parametrize("norm_first", [False, True])
@@ -114,9 +113,8 @@ def test_stock_torch_matches_when_the_mask_is_read_in_its_layout(norm_first, act
     expected = layer(x)
     torch.manual_seed(123)
     plain, _ = ours(x)
-    assert not torch.allclose(
-        plain, expected
-    )  # stock: the attention-output mask is read in another order
+    # stock: the attention-output mask is read in another order
+    assert not torch.allclose(plain, expected)
     ours.dropout1 = _DropoutInLengthBatchOrder(P)
     torch.manual_seed(123)
     got, _ = ours(x)
@@ -135,9 +133,8 @@ def test_attention_weight_dropout_matches_torch_sdpa():
     torch.manual_seed(11)
     got, weights = scaled_dot_product_attention(q, k, v, dropout_p=P)
     torch.testing.assert_close(got, expected, rtol=1e-12, atol=1e-12)
-    torch.testing.assert_close(
-        weights.sum(-1), torch.ones(2, 2, 5, dtype=torch.float64)
-    )  # before dropout
+    # before dropout
+    torch.testing.assert_close(weights.sum(-1), torch.ones(2, 2, 5, dtype=torch.float64))
 
 
 @settings(max_examples=20, deadline=None)
@@ -164,3 +161,23 @@ def test_encoder_tagger_dropout():
     assert torch.equal(model.eval()(ids), plain.eval()(ids))
     with pytest.raises(ValueError, match="dropout probability 0 <= p < 1"):
         EncoderTagger(6, 9, 2, d_model=8, n_heads=2, d_ff=16, dropout=1.0)
+
+
+@pytest.mark.parametrize(
+    "build",
+    [
+        lambda p: tl.PositionwiseFeedForward(8, 16, dropout=p),
+        lambda p: tl.SwiGLUFeedForward(8, 16, dropout=p),
+        lambda p: tl.GRULanguageModel(10, 8, dropout=p),
+        lambda p: tl.MultiHeadAttention(8, 2, dropout=p),
+        lambda p: tl.GroupedQueryAttention(8, 2, 1, dropout=p),
+    ],
+    ids=["ffn", "swiglu", "gru-lm", "mha", "gqa"],
+)
+@pytest.mark.parametrize("p", [1.0, -0.1, True])
+def test_modules_refuse_a_dropout_outside_zero_one_when_built(build, p):
+    # the notation page: a probability in [0, 1), refused when the module is built
+    with pytest.raises(
+        ValueError, match=rf"expected a dropout probability 0 <= p < 1, received {p!r}"
+    ):
+        build(p)

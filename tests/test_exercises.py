@@ -81,9 +81,8 @@ def _attend(scores, value, blocked=None, fill=float("-inf"), dim=-1):
 
 
 def _forbidden(attn_mask):
-    return (
-        None if attn_mask is None else ~attn_mask
-    )  # True = may attend, so the forbidden keys are ~mask
+    # True = may attend, so the forbidden keys are ~mask
+    return None if attn_mask is None else ~attn_mask
 
 
 @CASES.named(
@@ -211,9 +210,8 @@ def test_attention_checker_tries_a_fully_masked_row():
 def test_attention_unrelated_values_report_largest_difference():
     def unrelated(query, key, value, attn_mask=None):
         L, S = query.shape[-2], key.shape[-2]
-        weights = (
-            torch.full((*query.shape[:-2], L, S), 1.0 / S, dtype=query.dtype) * 0.5
-        )  # rows sum to 1/2
+        # rows sum to 1/2
+        weights = torch.full((*query.shape[:-2], L, S), 1.0 / S, dtype=query.dtype) * 0.5
         return weights @ value, weights
 
     with pytest.raises(AssertionError, match="largest difference"):
@@ -377,9 +375,8 @@ def positional_encoding_reference(seq_len, d_model):
 def positional_encoding_float32(seq_len, d_model):
     """The vectorised form of the annotated transformer, in the default float32."""
     position = torch.arange(seq_len).unsqueeze(1)  # (L, 1)
-    div_term = torch.exp(
-        torch.arange(0, d_model, 2) * -(math.log(10000.0) / d_model)
-    )  # (ceil(D/2),)
+    # (ceil(D/2),)
+    div_term = torch.exp(torch.arange(0, d_model, 2) * -(math.log(10000.0) / d_model))
     pe = torch.zeros(seq_len, d_model)
     pe[:, 0::2] = torch.sin(position * div_term)
     pe[:, 1::2] = torch.cos(position * div_term[: d_model // 2])
@@ -461,16 +458,14 @@ def test_positional_encoding_wrong_shape_reports_expected_shape():
 
 def split_heads_reference(x, n_heads):
     B, L, D = x.shape
-    return x.view(B, L, n_heads, D // n_heads).transpose(
-        1, 2
-    )  # (B, L, H, d_head) -> (B, H, L, d_head)
+    # (B, L, H, d_head) -> (B, H, L, d_head)
+    return x.view(B, L, n_heads, D // n_heads).transpose(1, 2)
 
 
 def merge_heads_reference(heads):
     B, H, L, d_head = heads.shape
-    return heads.transpose(1, 2).reshape(
-        B, L, H * d_head
-    )  # (B, H, L, d_head) -> (B, L, H, d_head) -> (B, L, D)
+    # (B, H, L, d_head) -> (B, L, H, d_head) -> (B, L, D)
+    return heads.transpose(1, 2).reshape(B, L, H * d_head)
 
 
 def split_heads_straight_reshape(x, n_heads):
@@ -507,9 +502,8 @@ def test_merge_without_transpose_is_named():
 
 def test_merge_that_only_works_on_non_contiguous_input_is_rejected():
     with pytest.raises(RuntimeError, match="view size is not compatible"):
-        merge_heads_transpose_then_view(
-            torch.randn(2, 3, 5, 4)
-        )  # contiguous, as weights @ value is
+        # contiguous, as weights @ value is
+        merge_heads_transpose_then_view(torch.randn(2, 3, 5, 4))
     with pytest.raises(AssertionError, match="raised RuntimeError.*use reshape"):
         check_split_merge_heads(split_heads_reference, merge_heads_transpose_then_view)
 

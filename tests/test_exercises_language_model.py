@@ -152,13 +152,11 @@ def test_loss_reference_on_a_hand_computed_case():
     from transformer_lite.book.exercises.ch8_language_model import _next_token_nll
 
     logits = torch.tensor([[[0.0, math.log(3.0)], [5.0, -5.0]]], dtype=torch.float64)  # (1, 2, 2)
-    nll = _next_token_nll(
-        logits, torch.tensor([[0, 1]])
-    )  # target of position 0 is token 1: p = 3/4
+    # target of position 0 is token 1: p = 3/4
+    nll = _next_token_nll(logits, torch.tensor([[0, 1]]))
     torch.testing.assert_close(nll, torch.tensor([[-math.log(0.75)]], dtype=torch.float64))
-    nll = _next_token_nll(
-        logits, torch.tensor([[1, 0]])
-    )  # target token 0: p = 1/4, loss ln 4 = 2 bits
+    # target token 0: p = 1/4, loss ln 4 = 2 bits
+    nll = _next_token_nll(logits, torch.tensor([[1, 0]]))
     torch.testing.assert_close(nll, torch.tensor([[math.log(4.0)]], dtype=torch.float64))
 
 
@@ -177,9 +175,8 @@ def probs_masked(logits, temperature, top_k):
 @CASES.passes(check_temperature_top_k)
 def probs_scatter(logits, temperature, top_k):
     k = logits.shape[-1] if top_k is None else top_k
-    values, index = torch.topk(
-        logits, k, dim=-1
-    )  # the largest logits are the largest scaled logits (T > 0)
+    # the largest logits are the largest scaled logits (T > 0)
+    values, index = torch.topk(logits, k, dim=-1)
     return torch.zeros_like(logits).scatter(-1, index, torch.softmax(values / temperature, dim=-1))
 
 
@@ -269,9 +266,8 @@ def test_temperature_shape_crash_nan_unknown_and_stub(capsys):
     with pytest.raises(AssertionError, match="contain NaN"):
         check_temperature_top_k(lambda logits, t, k: probs_masked(logits, t, k) * float("nan"))
     with pytest.raises(AssertionError, match="your function raised"):
-        check_temperature_top_k(
-            lambda logits, t, k: torch.softmax(logits / t, dim=2)
-        )  # no dim 2: IndexError
+        # no dim 2: IndexError
+        check_temperature_top_k(lambda logits, t, k: torch.softmax(logits / t, dim=2))
     with pytest.raises(AssertionError, match="matches none of the usual mistakes"):
         check_temperature_top_k(lambda logits, t, k: probs_masked(logits, 1.3 * t, k))
 
@@ -312,9 +308,8 @@ def test_sample_next_token_draws_from_the_checked_distribution():
     want = _temperature_top_k_probs(logits, 0.5, 2)[0]  # (0, 0, 9/25, 16/25)
     g = torch.Generator().manual_seed(0)
     n = 6000
-    draws = sample_next_token(logits.expand(n, 4), temperature=0.5, top_k=2, generator=g)[
-        :, 0
-    ]  # (n,)
+    # (n,)
+    draws = sample_next_token(logits.expand(n, 4), temperature=0.5, top_k=2, generator=g)[:, 0]
     freq = torch.bincount(draws, minlength=4).double() / n
     assert freq[0] == 0 and freq[1] == 0
     stderr = math.sqrt(float(want[2] * want[3]) / n)

@@ -75,9 +75,8 @@ def test_score_spread_not_implemented_prints_and_returns_none(capsys):
 def _uniform_causal_signal(x, is_causal=True):
     marker = x[..., :1]  # (B, L, 1): 1 at the beginning-of-sequence token, 0 elsewhere
     zeros = torch.zeros_like(marker)  # zero queries and keys: every allowed key scores 0
-    return F.scaled_dot_product_attention(zeros, zeros, marker, is_causal=is_causal)[
-        ..., 0
-    ]  # (B, L)
+    # (B, L)
+    return F.scaled_dot_product_attention(zeros, zeros, marker, is_causal=is_causal)[..., 0]
 
 
 def positions_reference(x):

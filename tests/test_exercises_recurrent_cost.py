@@ -88,10 +88,11 @@ def test_rnn_jacobian_stub(capsys):
 def merge(a, b):
     (m_a, l_a, acc_a), (m_b, l_b, acc_b) = a, b
     m = torch.maximum(m_a, m_b)
+    # <= 1: both sums moved to the new maximum
     scale_a, scale_b = (
         torch.exp(m_a - m),
         torch.exp(m_b - m),
-    )  # <= 1: both sums moved to the new maximum
+    )
     return m, scale_a * l_a + scale_b * l_b, scale_a * acc_a + scale_b * acc_b
 
 

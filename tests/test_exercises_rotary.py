@@ -22,9 +22,8 @@ def _theta(d, exponent_numerator=2.0):
 
 def rope_complex(x, positions):
     """Pairs (2j, 2j+1) as complex numbers a + ib, multiplied by exp(i * m * theta_j)."""
-    z = torch.view_as_complex(
-        x.double().reshape(*x.shape[:-1], -1, 2).contiguous()
-    )  # (..., L, d/2)
+    # (..., L, d/2)
+    z = torch.view_as_complex(x.double().reshape(*x.shape[:-1], -1, 2).contiguous())
     angles = positions.double()[:, None] * _theta(x.shape[-1])  # (L, d/2)
     return torch.view_as_real(z * torch.polar(torch.ones_like(angles), angles)).flatten(-2)
 

@@ -200,7 +200,7 @@ def test_errors():
     with pytest.raises(ValueError, match="RotaryEmbedding of d_head=2"):
         GroupedQueryAttention(8, 4, rotary=RotaryEmbedding(4))
     m = GroupedQueryAttention(8, 4, 2)
-    with pytest.raises(ValueError, match=r"\(B, L, 8\), received \(2, 3, 6\)"):
+    with pytest.raises(ValueError, match=r"\(B, len, 8\), received \(2, 3, 6\)"):
         m(torch.randn(2, 3, 6))
     k = torch.randn(2, 2, 5, 2)
     with pytest.raises(

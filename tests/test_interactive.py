@@ -47,12 +47,10 @@ def test_mask_alignment_figure_shows_both_conventions():
         assert torch.equal(
             torch.tensor([r[:S] for r in top_left]).double(), torch.ones(2, S).tril().double()
         )
-        assert all(
-            v is None for r in ours + top_left for v in r[S:]
-        )  # keys that do not exist yet: gaps
-    json.dumps(
-        fig.to_plotly_json(), allow_nan=False
-    )  # strict JSON: no NaN or inf for Jupyter to warn about
+        # keys that do not exist yet: gaps
+        assert all(v is None for r in ours + top_left for v in r[S:])
+    # strict JSON: no NaN or inf for Jupyter to warn about
+    json.dumps(fig.to_plotly_json(), allow_nan=False)
     with pytest.raises(ValueError, match="L >= 1"):
         interactive.mask_alignment_figure(L=0)
 
@@ -69,7 +67,9 @@ def test_mask_variants_figure_menu():
 
 def test_show_emits_fixed_id_alt_text_and_both_representations(monkeypatch):
     shown = []
-    monkeypatch.setattr("IPython.display.display", lambda obj, raw: shown.append(obj))
+    monkeypatch.setattr(
+        "transformer_lite.book.interactive._page.display", lambda obj, raw: shown.append(obj)
+    )
     fig = interactive.mask_variants_figure(TOKENS, n_real=2)
     interactive.show(fig, div_id="masks", alt='Masks "menu"')
     bundle = shown[0]
@@ -80,9 +80,8 @@ def test_show_emits_fixed_id_alt_text_and_both_representations(monkeypatch):
     assert "cdn" not in bundle["text/html"].lower()  # plotly.js comes from the book, not from a CDN
     assert json.dumps(bundle["application/vnd.plotly.v1+json"])  # JSON-serializable for JupyterLab
     interactive.show(fig, div_id="masks", alt='Masks "menu"')
-    assert (
-        shown[1]["text/html"] == bundle["text/html"]
-    )  # deterministic: nbval compares stored outputs
+    # deterministic: nbval compares stored outputs
+    assert shown[1]["text/html"] == bundle["text/html"]
     with pytest.raises(ValueError, match="HTML id"):
         interactive.show(fig, div_id="1 bad", alt="x")
     with pytest.raises(ValueError, match="alt"):

@@ -158,9 +158,8 @@ def test_explorers_build():
 
     widget = gradient_norm_explorer()
     assert widget.children[0].description == "layers"
-    widget.f(
-        n_layers=3, d_model=16, seed=1
-    )  # the callback itself (ipywidgets would swallow its errors)
+    # the callback itself (ipywidgets would swallow its errors)
+    widget.f(n_layers=3, d_model=16, seed=1)
     model = small_encoder_decoder(
         13, 13, d_model=8, n_heads=2, d_ff=16, n_encoder_layers=1, n_decoder_layers=2, max_len=14
     )

@@ -108,7 +108,6 @@ def test_plot_loglog_fit_labels_slopes():
         "linear: slope 1.00",
     ]
     assert [t.get_text() for t in ax.get_xticklabels()] == ["128", "256", "512"]
-    np.testing.assert_allclose(
-        ax.get_lines()[1].get_ydata(), [1, 4, 16]
-    )  # the fitted line passes the points
+    # the fitted line passes the points
+    np.testing.assert_allclose(ax.get_lines()[1].get_ydata(), [1, 4, 16])
     plt.close("all")

@@ -17,9 +17,8 @@ from transformer_lite.models.decoder_only import DecoderOnlyConfig, DecoderOnlyT
 from transformer_lite.models.recurrent_lm import GRULanguageModel
 from transformer_lite.training.data import CharVocab
 
-LOGITS = torch.log(
-    torch.tensor([1.0, 2.0, 3.0, 4.0])
-)  # p at temperature T is proportional to (1, 2, 3, 4)**(1/T)
+# p at temperature T is proportional to (1, 2, 3, 4)**(1/T)
+LOGITS = torch.log(torch.tensor([1.0, 2.0, 3.0, 4.0]))
 LABELS = ["a", "\n", " ", "b"]
 
 
@@ -78,9 +77,8 @@ def test_figure_probabilities_entropy_and_outside_mass_by_hand(t, weights):
     got_entropy, got_outside = _note(step)
     assert got_entropy == pytest.approx(entropy, abs=5e-4)  # printed with 3 decimals
     assert got_outside == pytest.approx(p[2] + p[3], abs=5e-5)
-    assert sum(shown) + got_outside == pytest.approx(
-        1.0, abs=2e-4
-    )  # the shown values account for all the mass
+    # the shown values account for all the mass
+    assert sum(shown) + got_outside == pytest.approx(1.0, abs=2e-4)
 
 
 def test_figure_default_temperatures_on_a_larger_vocabulary():
@@ -105,9 +103,8 @@ def test_figure_top_n_larger_than_vocabulary_and_initial_state():
     )
     assert list(fig.data[0].x) == ["b", "␣", "⏎", "a"]
     assert fig.layout.sliders[0].active == 1
-    assert (
-        _note(fig.layout.sliders[0].steps[1])[1] == 0.0
-    )  # nothing outside when every token is shown
+    # nothing outside when every token is shown
+    assert _note(fig.layout.sliders[0].steps[1])[1] == 0.0
 
 
 def test_figure_errors():
@@ -166,9 +163,8 @@ def test_generation_explorer_builds_and_prints_the_right_length(capsys):
     vocab = CharVocab.from_text(TEXT)
     model = _tiny_transformer(vocab)
     calls = _spy(model)
-    widget = generation_explorer(
-        model, vocab, prompt=""
-    )  # the first call (at construction) returns at once
+    # the first call (at construction) returns at once
+    widget = generation_explorer(model, vocab, prompt="")
     names = [c.description for c in widget.children[:5]]
     assert names == ["prompt", "temperature", "top_k (0 = all)", "new characters", "seed"]
     assert (
@@ -196,9 +192,8 @@ def test_generation_explorer_is_seeded_and_greedy_at_zero(capsys):
 
     vocab = CharVocab.from_text(TEXT)
     model = _tiny_transformer(vocab, max_len=64)
-    widget = generation_explorer(
-        model, vocab, prompt=""
-    )  # the first call (at construction) returns at once
+    # the first call (at construction) returns at once
+    widget = generation_explorer(model, vocab, prompt="")
     capsys.readouterr()
     outputs = []
     for temperature, top_k, seed in [
@@ -211,9 +206,8 @@ def test_generation_explorer_is_seeded_and_greedy_at_zero(capsys):
         widget.f(prompt="RO", temperature=temperature, top_k=top_k, length=20, seed=seed)
         outputs.append(capsys.readouterr().out)
     assert outputs[0] == outputs[1] and outputs[0] != outputs[2]  # same seed, same text
-    assert (
-        outputs[3] == outputs[4]
-    )  # top_k = 1 keeps only the arg-max: greedy whatever the temperature
+    # top_k = 1 keeps only the arg-max: greedy whatever the temperature
+    assert outputs[3] == outputs[4]
     ids = vocab.encode("RO")[None]
     greedy = model.generate(ids, 20, temperature=0.0)
     assert outputs[3] == "RO" + vocab.decode(greedy[0, 2:]) + "\n"

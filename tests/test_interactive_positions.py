@@ -65,15 +65,13 @@ def test_offset_figure_steps_hold_the_dot_product_and_the_rotation():
         update, traces = step.args
         assert list(traces) == [1, 2]
         assert update["x"][1] == [k] and update["z"][1] is None
-        assert update["y"][1][0] == pytest.approx(
-            float(pe[40] @ pe[40 + k]), abs=1e-4
-        )  # any p gives it
+        # any p gives it
+        assert update["y"][1][0] == pytest.approx(float(pe[40] @ pe[40 + k]), abs=1e-4)
         r = torch.tensor(update["z"][0], dtype=F64)  # (2 n_pairs, 2 n_pairs)
         assert r.shape == (2 * n_pairs, 2 * n_pairs)
         torch.testing.assert_close(pe[5:60, :6] @ r.T, pe[5 + k : 60 + k, :6], atol=1e-3, rtol=0)
-        assert list(update["x"][0]) == list(heat.x) and list(update["y"][0]) == list(
-            heat.y
-        )  # labels kept
+        # labels kept
+        assert list(update["x"][0]) == list(heat.x) and list(update["y"][0]) == list(heat.y)
     assert math.isclose(marker.y[0], d / 2)  # k = 0 shown first: PE[p] . PE[p] = d/2
 
 
@@ -93,14 +91,12 @@ def test_plot_score_bias_draws_each_head_with_symmetric_limits_and_grey_for_minu
     assert len(images) == 4
     for h, im in enumerate(images):
         data = im.get_array()
-        assert np.array_equal(
-            data.mask, np.isneginf(bias[0, h].numpy())
-        )  # -inf drawn as "bad" (grey)
+        # -inf drawn as "bad" (grey)
+        assert np.array_equal(data.mask, np.isneginf(bias[0, h].numpy()))
         np.testing.assert_allclose(data.filled(0), torch.nan_to_num(bias[0, h], neginf=0).numpy())
         lo, hi = im.get_clim()
-        assert (
-            lo == -hi == pytest.approx(-1.25)
-        )  # largest finite |bias|: slope 2^(-8/4) = 1/4 times distance 5
+        # largest finite |bias|: slope 2^(-8/4) = 1/4 times distance 5
+        assert lo == -hi == pytest.approx(-1.25)
     assert "-inf" in fig.axes[-1].get_ylabel()  # the colorbar names the grey
     matplotlib.pyplot.close(fig)
 

@@ -79,13 +79,11 @@ def test_figure_steps_hold_the_profiles():
         assert list(traces) == [0, 1, 2]
         for i, scale in enumerate(scales):
             expected = interactive.rnn_lag_profile(r, scale, 6, 10)[1]
-            np.testing.assert_allclose(
-                update["y"][i], expected.numpy(), rtol=1e-3
-            )  # 4 significant digits
+            # 4 significant digits
+            np.testing.assert_allclose(update["y"][i], expected.numpy(), rtol=1e-3)
         np.testing.assert_allclose(update["y"][2], [r**k for k in range(11)], rtol=1e-3)
-    np.testing.assert_allclose(
-        fig.data[0].y, steps[1].args[0]["y"][0]
-    )  # the page opens on radius 1.0
+    # the page opens on radius 1.0
+    np.testing.assert_allclose(fig.data[0].y, steps[1].args[0]["y"][0])
     assert "tanh, inputs with std 2" in fig.data[1].name
 
 

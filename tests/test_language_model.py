@@ -308,7 +308,7 @@ def test_gru_generate_continues_the_state():
 
 
 def test_config_and_input_errors():
-    with pytest.raises(ValueError, match="positive d_model"):
+    with pytest.raises(ValueError, match="expected d_model to be a positive int"):
         DecoderOnlyConfig(vocab_size=5, d_model=0)
     with pytest.raises(ValueError, match="n_heads | d_model"):
         DecoderOnlyConfig(vocab_size=5, d_model=10, n_heads=4)
@@ -339,3 +339,18 @@ def test_config_and_input_errors():
         model(torch.zeros(1, 5, dtype=torch.long), cache=cache)
     with pytest.raises(ValueError, match="max_new_tokens >= 0"):
         model.generate(torch.zeros(1, 2, dtype=torch.long), -1)
+
+
+@pytest.mark.parametrize(
+    "field,value,message",
+    [
+        ("d_model", 64.0, "expected d_model to be a positive int, received 64.0"),
+        ("n_layers", True, "expected n_layers to be a positive int, received True"),
+        ("n_kv_heads", 0, "expected n_kv_heads to be a positive int, received 0"),
+        ("n_kv_heads", 3, "n_heads must be divisible by n_kv_heads, received n_heads=4"),
+    ],
+)
+def test_config_refuses_sizes_that_are_not_positive_ints(field, value, message):
+    fields = dict(vocab_size=10, max_len=8, d_model=16, n_heads=4, n_layers=1, d_ff=32)
+    with pytest.raises(ValueError, match=message):
+        DecoderOnlyConfig(**{**fields, field: value})

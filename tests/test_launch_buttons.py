@@ -123,9 +123,8 @@ def test_build_with_an_address_gives_every_chapter_buttons_to_the_real_notebook(
         ):
             assert rel == f"notebooks/{stem}.ipynb", rel
             assert (ROOT / rel).is_file() and not (ROOT / rel).is_symlink()
-    assert not _launch_links(
-        (site / "intro.html").read_text(encoding="utf-8")
-    )  # pages that are not notebooks
+    # pages that are not notebooks
+    assert not _launch_links((site / "intro.html").read_text(encoding="utf-8"))
 
 
 def test_build_without_an_address_has_no_buttons(tmp_path):

@@ -15,7 +15,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from tests.conftest import F64, close, rand
-from transformer_lite import LayerNorm, LearnedPositionalEmbedding, PositionwiseFeedForward
+from transformer_lite import LayerNorm, LearnedPositionalEmbedding, PositionwiseFeedForward, RMSNorm
 
 # --------------------------------------------------------------------------- LayerNorm
 
@@ -202,7 +202,7 @@ def test_feedforward_rejects_bad_activation():
 
 
 def test_feedforward_rejects_non_positive_sizes():
-    with pytest.raises(ValueError, match=r"expected positive d_model and d_ff, received 4, 0"):
+    with pytest.raises(ValueError, match=r"expected positive int d_model and d_ff, received 4, 0"):
         PositionwiseFeedForward(4, 0)
 
 
@@ -243,7 +243,7 @@ def test_positional_embedding_rejects_positions_past_max_len():
         ((2, 0, 4), 0, r"expected x of shape \(B, L >= 1, 4\), received \(2, 0, 4\)"),
         ((2, 3, 5), 0, r"expected x of shape \(B, L >= 1, 4\), received \(2, 3, 5\)"),
         ((3, 4), 0, r"received \(3, 4\)"),
-        ((1, 2, 4), -1, r"positions -1\.\.0 requested"),
+        ((1, 2, 4), -1, r"expected an int offset >= 0, received -1"),
     ],
 )
 def test_positional_embedding_rejects_bad_arguments(shape, offset, pattern):
@@ -252,5 +252,35 @@ def test_positional_embedding_rejects_bad_arguments(shape, offset, pattern):
 
 
 def test_positional_embedding_constructor_errors():
-    with pytest.raises(ValueError, match=r"expected positive max_len and d_model, received 0, 4"):
+    with pytest.raises(
+        ValueError, match=r"expected positive int max_len and d_model, received 0, 4"
+    ):
         LearnedPositionalEmbedding(0, 4)
+
+
+@pytest.mark.filterwarnings("ignore:Mismatch dtype between input and weight")
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+@pytest.mark.parametrize(
+    "ours,theirs",
+    [(LayerNorm, nn.LayerNorm), (RMSNorm, nn.RMSNorm)],
+    ids=["layernorm", "rmsnorm"],
+)
+def test_norms_compute_half_precision_in_float32_and_return_the_input_dtype(ours, theirs, dtype):
+    # The notation page's dtype rule: float32 parameters, half-precision input -> the input's
+    # dtype out, statistics in float32. Oracle: torch's norm in float64 on the same (rounded)
+    # input, rounded once to `dtype` at the end; torch's own module gives the same dtype.
+    g = torch.Generator().manual_seed(0)
+    x = (3 + 40 * torch.randn(4, 7, 96, generator=g)).to(dtype)  # large mean: cancellation
+    norm, ref = ours(96), theirs(96, eps=1e-5)
+    with torch.no_grad():
+        norm.weight.normal_(generator=g)
+        ref.weight.copy_(norm.weight)
+        if isinstance(norm, LayerNorm):
+            norm.bias.normal_(generator=g)
+            ref.bias.copy_(norm.bias)
+    y = norm(x)
+    assert y.dtype == dtype == ref(x).dtype
+    expected = ref.double()(x.double()).to(dtype)
+    # at most one unit in the last place of `dtype` apart (the float32 path rounds twice)
+    ulp = torch.finfo(dtype).eps * expected.abs().clamp(min=1)
+    assert ((y.double() - expected.double()).abs() <= ulp).all()

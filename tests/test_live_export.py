@@ -127,9 +127,8 @@ def test_char_graph_equals_the_model_on_padded_input(exported, char_checkpoint):
         padded = torch.zeros((1, entry["fixed_len"]), dtype=torch.long)
         padded[:, :L] = ids
         with torch.no_grad():
-            logits, attentions = model(
-                ids, return_attentions=True
-            )  # (1, L, V), n_layers x (1, H, L, L)
+            # (1, L, V), n_layers x (1, H, L, L)
+            logits, attentions = model(ids, return_attentions=True)
         o_logits, o_att = session.run(["logits", "attentions"], {"input_ids": padded.numpy()})
         np.testing.assert_allclose(o_logits[:, :L], logits.numpy(), rtol=0, atol=TOL)
         A = torch.stack(attentions, dim=1).numpy()

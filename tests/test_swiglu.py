@@ -71,9 +71,9 @@ def test_gradcheck():
 
 
 def test_errors():
-    with pytest.raises(ValueError, match="positive d_model and d_ff"):
+    with pytest.raises(ValueError, match="positive int d_model and d_ff"):
         SwiGLUFeedForward(0, 4)
-    with pytest.raises(ValueError, match="positive d_model and d_ff"):
+    with pytest.raises(ValueError, match="positive int d_model and d_ff"):
         SwiGLUFeedForward(4, 0)
     with pytest.raises(ValueError, match=r"\(\.\.\., 4\), received \(2, 3\)"):
         SwiGLUFeedForward(4, 8)(torch.randn(2, 3))

@@ -173,9 +173,8 @@ def test_delayed_recall_answer_is_the_token_lag_steps_before_the_last(
     assert tokens.dtype == answers.dtype == torch.int64
     for row, answer in zip(tokens.tolist(), answers.tolist()):
         assert all(0 <= v < n_symbols for v in row)
-        assert (
-            answer == row[::-1][lag]
-        )  # the last token is row[::-1][0]; lag steps back is row[::-1][lag]
+        # the last token is row[::-1][0]; lag steps back is row[::-1][lag]
+        assert answer == row[::-1][lag]
 
 
 def test_delayed_recall_default_length_puts_the_answer_first_and_is_reproducible():
@@ -212,9 +211,8 @@ class _Reader(torch.nn.Module):
         self.unused = torch.nn.Parameter(torch.zeros(()))  # something for the optimiser to hold
 
     def forward(self, ids):  # (B, L) -> (B, L, V)
-        source = torch.roll(
-            ids, self.read_back, dims=1
-        )  # source[:, t] = ids[:, t - read_back] (wrapping)
+        # source[:, t] = ids[:, t - read_back] (wrapping)
+        source = torch.roll(ids, self.read_back, dims=1)
         return 100.0 * torch.nn.functional.one_hot(source, self.n_symbols).double() + self.unused
 
 

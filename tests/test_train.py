@@ -133,7 +133,7 @@ def test_checkpoint_errors(tmp_path):
 
 
 def test_train_config_errors():
-    with pytest.raises(ValueError, match="positive steps"):
+    with pytest.raises(ValueError, match="expected steps to be a positive int"):
         TrainConfig(steps=0)
     with pytest.raises(ValueError, match="min_lr <= lr"):
         TrainConfig(lr=1e-3, min_lr=1e-2)
@@ -208,9 +208,8 @@ def test_cli_tiny_run_writes_checkpoint_history_and_sample(tmp_path, capsys):
     assert main(argv) == 0
     history = json.loads((tmp_path / "history.json").read_text())
     assert history["eval_steps"] == [2, 3] and len(history["step_loss"]) == 3
-    assert (
-        len((tmp_path / "sample.txt").read_text()) == 31
-    )  # the one-character prompt and 30 new ones
+    # the one-character prompt and 30 new ones
+    assert len((tmp_path / "sample.txt").read_text()) == 31
     model, meta = load_checkpoint(tmp_path / "model.safetensors")
     assert (
         meta["model"] == "gru" and len(meta["vocab"]) == 78 and meta["train_config"]["steps"] == 3

@@ -16,6 +16,7 @@ from torch import Tensor, nn
 __all__ = [
     "check_positive_int",
     "check_nonnegative_int",
+    "check_int_at_least",
     "check_positive_sizes",
     "check_last_dim",
     "check_token_ids",
@@ -23,6 +24,8 @@ __all__ = [
     "check_mask",
     "check_dropout",
     "check_projection_inputs",
+    "check_heads",
+    "check_positions",
     "check_sequences",
     "eval_mode",
 ]
@@ -39,7 +42,7 @@ def check_positive_int(owner: str, name: str, n) -> None:
     Raises:
         ValueError: ``"{owner}: expected {name} to be a positive int, received {n!r}"``.
     """
-    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+    if not _is_int_at_least(n, 1):
         raise ValueError(f"{owner}: expected {name} to be a positive int, received {n!r}")
 
 
@@ -49,21 +52,75 @@ def check_nonnegative_int(owner: str, name: str, n) -> None:
     Raises:
         ValueError: ``"{owner}: expected an int {name} >= 0, received {n!r}"``.
     """
-    if isinstance(n, bool) or not isinstance(n, int) or n < 0:
+    if not _is_int_at_least(n, 0):
         raise ValueError(f"{owner}: expected an int {name} >= 0, received {n!r}")
 
 
-def check_positive_sizes(owner: str, **sizes: int) -> None:
-    """Raise ``ValueError`` unless every size is ``>= 1``.
+def check_int_at_least(owner: str, name: str, n, minimum: int) -> None:
+    """Raise ``ValueError`` unless ``n`` is an ``int`` (not a ``bool``) ``>= minimum``.
+
+    For a bound that depends on other arguments, e.g. a maximum length at least the minimum one.
 
     Raises:
-        ValueError: ``"{owner}: expected positive d_model and d_ff, received 0, 4"`` (the names and
-            values of ``sizes``, in order).
+        ValueError: ``"{owner}: expected {name} to be an int >= {minimum}, received {n!r}"``.
     """
-    if any(n < 1 for n in sizes.values()):
+    if not _is_int_at_least(n, minimum):
+        raise ValueError(f"{owner}: expected {name} to be an int >= {minimum}, received {n!r}")
+
+
+def _is_int_at_least(n, minimum: int) -> bool:
+    """Whether ``n`` is an ``int`` ``>= minimum``; a ``bool`` is not (``True`` would pass as 1)."""
+    return isinstance(n, int) and not isinstance(n, bool) and n >= minimum
+
+
+def check_positive_sizes(owner: str, **sizes: int) -> None:
+    """Raise ``ValueError`` unless every size is an ``int`` (not a ``bool``) ``>= 1``.
+
+    Raises:
+        ValueError: ``"{owner}: expected positive int d_model and d_ff, received 0, 4"`` (the
+            names and values of ``sizes``, in order).
+    """
+    if not all(_is_int_at_least(n, 1) for n in sizes.values()):
+        names = list(sizes)
+        joined = ", ".join(names[:-1]) + " and " + names[-1] if len(names) > 1 else names[0]
+        received = ", ".join(repr(n) for n in sizes.values())
+        raise ValueError(f"{owner}: expected positive int {joined}, received {received}")
+
+
+def check_heads(owner: str, d_model: int, n_heads: int, n_kv_heads: int | None = None) -> None:
+    """Raise ``ValueError`` unless ``n_heads`` divides ``d_model`` (and ``n_kv_heads`` divides ``n_heads``).
+
+    Each head gets ``d_head = d_model / n_heads`` features; in grouped-query attention each
+    key/value head serves ``n_heads / n_kv_heads`` query heads.
+
+    Raises:
+        ValueError: ``"{owner}: d_model must be divisible by n_heads, received d_model=10,
+            n_heads=3"``, or the same for ``n_heads`` and ``n_kv_heads``.
+    """
+    if d_model % n_heads != 0:
         raise ValueError(
-            f"{owner}: expected positive {' and '.join(sizes)}, "
-            f"received {', '.join(str(n) for n in sizes.values())}"
+            f"{owner}: d_model must be divisible by n_heads, received d_model={d_model}, "
+            f"n_heads={n_heads}"
+        )
+    if n_kv_heads is not None and n_heads % n_kv_heads != 0:
+        raise ValueError(
+            f"{owner}: n_heads must be divisible by n_kv_heads, received n_heads={n_heads}, "
+            f"n_kv_heads={n_kv_heads}"
+        )
+
+
+def check_positions(owner: str, offset: int, length: int, max_len: int) -> None:
+    """Raise ``ValueError`` unless positions ``offset .. offset + length - 1`` lie below ``max_len``.
+
+    Raises:
+        ValueError: ``"{owner}: positions 8..11 requested, but max_len=10 allows positions 0..9
+            only"``.
+    """
+    check_nonnegative_int(owner, "offset", offset)
+    if offset + length > max_len:
+        raise ValueError(
+            f"{owner}: positions {offset}..{offset + length - 1} requested, but "
+            f"max_len={max_len} allows positions 0..{max_len - 1} only"
         )
 
 
@@ -168,6 +225,10 @@ def check_mask(attn_mask, batch_shape: torch.Size, L: int, S: int) -> None:
 
     ``batch_shape`` is the ``(...)`` of the queries; a float mask may hold finite values and
     ``-inf``, never NaN or ``+inf``.
+
+    Raises:
+        ValueError: ``"attn_mask: expected ..."``, naming the shape or dtype expected and the
+            one received (for a shape, also which leading dimensions broadcast).
     """
     if not isinstance(attn_mask, Tensor):
         raise ValueError(
@@ -213,6 +274,10 @@ def check_sequences(owner: str, d_model: int, **tensors: Tensor) -> None:
 
     The lengths may differ (queries and keys, target and memory). The message names each
     tensor by its keyword: ``check_sequences("DecoderBlock", 8, x=x, memory=memory)``.
+
+    Raises:
+        ValueError: ``"{owner}: expected memory of shape (B, len, 8), received (2, 3)"``, or
+            ``"{owner}: expected one batch size B, received x (2, 5, 8), memory (3, 4, 8)"``.
     """
     for name, t in tensors.items():
         if not isinstance(t, Tensor) or t.dim() != 3 or t.shape[-1] != d_model:
@@ -233,6 +298,10 @@ def check_projection_inputs(
 
     The checks of :class:`~transformer_lite.nn.attention.MultiHeadAttention`'s inputs, before
     its projections.
+
+    Raises:
+        ValueError: as :func:`check_sequences`, or ``"{owner}: expected key and value of one
+            length S, received key (2, 4, 8) and value (2, 3, 8)"``.
     """
     check_sequences(owner, d_model, query=query, key=key, value=value)
     if key.shape[1] != value.shape[1]:

@@ -70,7 +70,6 @@ def _on_finished(app, exception) -> None:
 
 
 def setup(app):
-    app.connect(
-        "build-finished", _on_finished, priority=900
-    )  # after sphinx-mathjax-offline's copy (500)
+    # after sphinx-mathjax-offline's copy (500)
+    app.connect("build-finished", _on_finished, priority=900)
     return {"version": "1.0", "parallel_read_safe": True, "parallel_write_safe": True}

@@ -108,9 +108,8 @@ def transformed_values(attention: MultiHeadAttention, value: Tensor) -> Tensor:
         )
     B, S, D = value.shape
     H, d_head = attention.n_heads, attention.d_head
-    v = (
-        attention.v_proj(value).view(B, S, H, d_head).transpose(1, 2)
-    )  # (B, H, S, d_head), bias included
+    # (B, H, S, d_head), bias included
+    v = attention.v_proj(value).view(B, S, H, d_head).transpose(1, 2)
     # out_proj computes merged @ W^T + b^O; head h owns columns h*d_head ... (h+1)*d_head - 1 of W,
     # i.e. rows of W^T: W^O_h = W^T[h*d_head:(h+1)*d_head] = W[:, h*d_head:(h+1)*d_head]^T.
     w_o = attention.out_proj.weight.T.reshape(H, d_head, D)  # (H, d_head, D)

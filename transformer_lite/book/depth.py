@@ -17,7 +17,7 @@ from collections.abc import Sequence
 import torch
 from torch import Tensor, nn
 
-from ..checks import check_dropout, check_positive_int
+from ..checks import check_dropout, check_positive_int, check_token_ids
 from ..models.encoder_decoder import TransformerEncoder
 
 __all__ = ["EncoderTagger", "with_norm_first", "layer_gradient_norms"]
@@ -81,11 +81,7 @@ class EncoderTagger(nn.Module):
         Raises:
             ValueError: if ``ids`` is not a 2-D integer tensor.
         """
-        if not isinstance(ids, Tensor) or ids.dim() != 2 or ids.is_floating_point():
-            raise ValueError(
-                f"EncoderTagger: expected integer ids of shape (B, L), received "
-                f"{tuple(getattr(ids, 'shape', ()))}"
-            )
+        check_token_ids("EncoderTagger", "ids", ids, self.embed.num_embeddings)
         h, _ = self.encoder(self.embed(ids))  # (B, L, D)
         return self.head(h)  # (B, L, n_classes)
 

@@ -4,6 +4,7 @@ the built book shows static figures in their place.
 
 from __future__ import annotations
 
+import ipywidgets
 import matplotlib.pyplot as plt
 import torch
 
@@ -27,18 +28,11 @@ __all__ = [
 ]
 
 
-def _widgets():
-    import ipywidgets  # on first use: not a dependency of the package, only of a live kernel
-
-    return ipywidgets
-
-
 def _text_input(value: str, description: str, multiline: bool = False, **size):
     """A text field that calls back when the reader presses Enter or leaves it, not at every key;
     ``size`` (width, height as CSS lengths) sets its box."""
-    w = _widgets()
-    field = w.Textarea if multiline else w.Text
-    layout = w.Layout(**size)
+    field = ipywidgets.Textarea if multiline else ipywidgets.Text
+    layout = ipywidgets.Layout(**size)
     return field(value=value, description=description, continuous_update=False, layout=layout)
 
 
@@ -55,7 +49,6 @@ def attention_explorer(
     Returns:
         An ``ipywidgets`` widget (display it as the last expression of a cell).
     """
-    w = _widgets()
 
     n_layers, n_heads = encoder.config.n_layers, encoder.config.n_heads
 
@@ -73,11 +66,11 @@ def attention_explorer(
         )
         plt.show()
 
-    return w.interactive(
+    return ipywidgets.interactive(
         show,
         text=_text_input(text, "sentence", width="520px"),
-        layer=w.IntSlider(value=0, min=0, max=n_layers - 1, description="layer"),
-        head=w.IntSlider(value=2, min=0, max=n_heads - 1, description="head"),
+        layer=ipywidgets.IntSlider(value=0, min=0, max=n_layers - 1, description="layer"),
+        head=ipywidgets.IntSlider(value=2, min=0, max=n_heads - 1, description="head"),
     )
 
 
@@ -87,7 +80,6 @@ def mask_explorer():
     Returns:
         An ``ipywidgets`` widget.
     """
-    w = _widgets()
 
     def show(L: int, S: int, real_keys: int) -> None:
         real_keys = min(real_keys, S)
@@ -99,11 +91,11 @@ def mask_explorer():
         plot_mask(causal & pad, title="both (logical and)", ax=axes[2])
         plt.show()
 
-    return w.interactive(
+    return ipywidgets.interactive(
         show,
-        L=w.IntSlider(value=4, min=1, max=12, description="L (queries)"),
-        S=w.IntSlider(value=6, min=1, max=12, description="S (keys)"),
-        real_keys=w.IntSlider(value=5, min=0, max=12, description="real keys"),
+        L=ipywidgets.IntSlider(value=4, min=1, max=12, description="L (queries)"),
+        S=ipywidgets.IntSlider(value=6, min=1, max=12, description="S (keys)"),
+        real_keys=ipywidgets.IntSlider(value=5, min=0, max=12, description="real keys"),
     )
 
 
@@ -120,13 +112,11 @@ def positional_explorer(max_position: int = 128):
     Returns:
         An ``ipywidgets`` widget.
     """
-    w = _widgets()
 
     def show(d_model: int, p: int, k: int) -> None:
         q = min(max(p + k, 0), max_position)  # the second position, kept on the table
-        pe = sinusoidal_positional_encoding(
-            max_position + 1, d_model, dtype=torch.float64
-        )  # (P, D)
+        # (P, D)
+        pe = sinusoidal_positional_encoding(max_position + 1, d_model, dtype=torch.float64)
         fig, axes = plt.subplots(1, 3, figsize=(15, 3.8), constrained_layout=True)
         im = axes[0].imshow(
             pe.numpy(), cmap="RdBu_r", vmin=-1, vmax=1, aspect="auto", interpolation="nearest"
@@ -149,11 +139,13 @@ def positional_explorer(max_position: int = 128):
         )
         plt.show()
 
-    return w.interactive(
+    return ipywidgets.interactive(
         show,
-        d_model=w.IntSlider(value=64, min=2, max=256, step=2, description="d_model"),
-        p=w.IntSlider(value=10, min=0, max=max_position, description="position p"),
-        k=w.IntSlider(value=5, min=-max_position, max=max_position, description="offset k"),
+        d_model=ipywidgets.IntSlider(value=64, min=2, max=256, step=2, description="d_model"),
+        p=ipywidgets.IntSlider(value=10, min=0, max=max_position, description="position p"),
+        k=ipywidgets.IntSlider(
+            value=5, min=-max_position, max=max_position, description="offset k"
+        ),
     )
 
 
@@ -167,14 +159,14 @@ def gradient_norm_explorer(vocab_size: int = 6, seq_len: int = 8):
     Returns:
         An ``ipywidgets`` widget.
     """
-    w = _widgets()
 
     def show(n_layers: int, d_model: int, seed: int) -> None:
         ids, counts = make_histogram_batch(
             64, seq_len, vocab_size, generator=torch.Generator().manual_seed(seed)
         )
-        torch.manual_seed(seed)
-        post = EncoderTagger(vocab_size, seq_len + 1, n_layers, d_model, 4, 2 * d_model)
+        with torch.random.fork_rng():  # seeded weights, without touching the reader's random state
+            torch.manual_seed(seed)
+            post = EncoderTagger(vocab_size, seq_len + 1, n_layers, d_model, 4, 2 * d_model)
         _, ax = plt.subplots(figsize=(7, 3.6), constrained_layout=True)
         for model, name, marker in (
             (post, "post-norm", "o"),
@@ -194,11 +186,11 @@ def gradient_norm_explorer(vocab_size: int = 6, seq_len: int = 8):
         ax.legend()
         plt.show()
 
-    return w.interactive(
+    return ipywidgets.interactive(
         show,
-        n_layers=w.IntSlider(value=12, min=1, max=64, description="layers"),
-        d_model=w.Dropdown(options=[16, 32, 64, 128], value=32, description="d_model"),
-        seed=w.IntSlider(value=0, min=0, max=9, description="seed"),
+        n_layers=ipywidgets.IntSlider(value=12, min=1, max=64, description="layers"),
+        d_model=ipywidgets.Dropdown(options=[16, 32, 64, 128], value=32, description="d_model"),
+        seed=ipywidgets.IntSlider(value=0, min=0, max=9, description="seed"),
     )
 
 
@@ -214,7 +206,6 @@ def reversal_explorer(model, text: str = "abcdefg", layer: int = -1):
     Returns:
         An ``ipywidgets`` widget.
     """
-    w = _widgets()
 
     n_layers = model.config.n_decoder_layers
     max_src = model.config.max_len - 2
@@ -226,9 +217,8 @@ def reversal_explorer(model, text: str = "abcdefg", layer: int = -1):
             return
         src = torch.tensor([symbols_to_ids(text)])  # (1, S)
         out = greedy_decode(model, src, max_len=len(text) + 1, bos_id=BOS, eos_id=EOS)  # (1, 1 + T)
-        dec_in = (
-            out[:, :-1] if int(out[0, -1]) == EOS else out
-        )  # the decoder inputs that produced the output
+        # the decoder inputs that produced the output
+        dec_in = out[:, :-1] if int(out[0, -1]) == EOS else out
         with torch.no_grad():
             memory, _ = model.eval().encode(src)
             _, _, cross = model.decode(dec_in, memory)
@@ -243,10 +233,10 @@ def reversal_explorer(model, text: str = "abcdefg", layer: int = -1):
         )
         plt.show()
 
-    return w.interactive(
+    return ipywidgets.interactive(
         show,
         text=_text_input(text, "letters a-j"),
-        layer=w.IntSlider(
+        layer=ipywidgets.IntSlider(
             value=layer % n_layers, min=0, max=n_layers - 1, description="layer (0-based)"
         ),
     )
@@ -265,7 +255,6 @@ def rnn_gradient_explorer(hidden_size: int = 64):
     Returns:
         An ``ipywidgets`` widget.
     """
-    w = _widgets()
 
     def show(spectral_radius: float, nonlinearity: str, input_scale: float, lag: int) -> None:
         lags, norms, mean_dphi = rnn_lag_profile(
@@ -283,14 +272,18 @@ def rnn_gradient_explorer(hidden_size: int = 64):
         ax.legend()
         plt.show()
 
-    return w.interactive(
+    return ipywidgets.interactive(
         show,
-        spectral_radius=w.FloatSlider(value=1.0, min=0.0, max=2.0, step=0.05, description="radius"),
-        nonlinearity=w.Dropdown(options=["tanh", "relu"], value="tanh", description="nonlinearity"),
-        input_scale=w.FloatLogSlider(
+        spectral_radius=ipywidgets.FloatSlider(
+            value=1.0, min=0.0, max=2.0, step=0.05, description="radius"
+        ),
+        nonlinearity=ipywidgets.Dropdown(
+            options=["tanh", "relu"], value="tanh", description="nonlinearity"
+        ),
+        input_scale=ipywidgets.FloatLogSlider(
             value=0.01, base=10, min=-3, max=1, step=0.25, description="input std"
         ),
-        lag=w.IntSlider(value=60, min=1, max=200, description="steps T"),
+        lag=ipywidgets.IntSlider(value=60, min=1, max=200, description="steps T"),
     )
 
 
@@ -317,7 +310,6 @@ def generation_explorer(model, vocab, prompt: str = "ROMEO\n"):
         An ``ipywidgets`` widget; its callback prints the prompt followed by the generated characters, or a
         message when the prompt is empty or holds characters outside the vocabulary.
     """
-    w = _widgets()
 
     V = len(vocab)
 
@@ -339,22 +331,25 @@ def generation_explorer(model, vocab, prompt: str = "ROMEO\n"):
             generator=torch.Generator().manual_seed(seed),
         )
         if isinstance(model, DecoderOnlyTransformer):
-            fits = (
-                ids.shape[1] + length <= model.config.max_len
-            )  # every position has an embedding: use the cache
+            # every position has an embedding: use the cache
+            fits = ids.shape[1] + length <= model.config.max_len
             out = model.generate(ids, length, use_cache=fits, **options)  # (1, P + length)
         else:
             out = model.generate(ids, length, **options)  # (1, P + length)
         print(prompt + vocab.decode(out[0, ids.shape[1] :]))
 
     wide = dict(description_width="initial")  # long descriptions stay readable
-    return w.interactive(
+    return ipywidgets.interactive(
         show,
         prompt=_text_input(prompt, "prompt", multiline=True, width="520px", height="60px"),
-        temperature=w.FloatSlider(
+        temperature=ipywidgets.FloatSlider(
             value=0.8, min=0.0, max=2.0, step=0.05, description="temperature", style=wide
         ),
-        top_k=w.IntSlider(value=0, min=0, max=V, description="top_k (0 = all)", style=wide),
-        length=w.IntSlider(value=200, min=20, max=400, description="new characters", style=wide),
-        seed=w.IntSlider(value=0, min=0, max=99, description="seed", style=wide),
+        top_k=ipywidgets.IntSlider(
+            value=0, min=0, max=V, description="top_k (0 = all)", style=wide
+        ),
+        length=ipywidgets.IntSlider(
+            value=200, min=20, max=400, description="new characters", style=wide
+        ),
+        seed=ipywidgets.IntSlider(value=0, min=0, max=99, description="seed", style=wide),
     )

@@ -21,7 +21,15 @@ from dataclasses import asdict, dataclass
 import torch
 from torch import Tensor, nn
 
-from ..checks import check_dropout, check_nonnegative_int, check_token_ids, eval_mode
+from ..checks import (
+    check_dropout,
+    check_heads,
+    check_nonnegative_int,
+    check_positions,
+    check_positive_int,
+    check_token_ids,
+    eval_mode,
+)
 from ..nn.attention import KVPair
 from ..nn.blocks import TransformerBlock, make_norm
 from ..nn.positional import (
@@ -71,17 +79,12 @@ class DecoderOnlyConfig:
     tie_embeddings: bool = True  # the output layer reuses the token-embedding matrix
 
     def __post_init__(self) -> None:
+        owner = "DecoderOnlyConfig"
         for name in ("vocab_size", "max_len", "d_model", "n_heads", "n_layers", "d_ff"):
-            if getattr(self, name) < 1:
-                raise ValueError(
-                    f"DecoderOnlyConfig: expected a positive {name}, received {getattr(self, name)}"
-                )
-        n_kv = self.n_heads if self.n_kv_heads is None else self.n_kv_heads
-        if self.d_model % self.n_heads != 0 or n_kv < 1 or self.n_heads % n_kv != 0:
-            raise ValueError(
-                f"DecoderOnlyConfig: expected n_heads | d_model and n_kv_heads | n_heads, received "
-                f"d_model={self.d_model}, n_heads={self.n_heads}, n_kv_heads={self.n_kv_heads}"
-            )
+            check_positive_int(owner, name, getattr(self, name))
+        if self.n_kv_heads is not None:
+            check_positive_int(owner, "n_kv_heads", self.n_kv_heads)
+        check_heads(owner, self.d_model, self.n_heads, self.n_kv_heads)
         check_dropout("DecoderOnlyConfig", self.dropout)
         for name, allowed in (
             ("positional", _POSITIONAL),
@@ -106,6 +109,10 @@ class DecoderOnlyConfig:
 class KVCache:
     """The keys and values of every layer for the positions processed so far.
 
+    Source: incremental decoding as in Shazeer (2019), which keeps the keys and values of
+    earlier positions and analyses the memory traffic of reading them at every step; the same
+    layout (one ``(keys, values)`` pair per layer) as Hugging Face's ``DynamicCache``.
+
     Filled in place by :meth:`DecoderOnlyTransformer.forward`: pass an empty
     cache with the prompt, then the same cache with each new token.
 
@@ -127,6 +134,11 @@ class KVCache:
 
 class DecoderOnlyTransformer(nn.Module):
     """A GPT-style language model: embeddings, causal blocks, final norm, language-model head.
+
+    Source: Radford et al. (2019), Sec. 2.3 (GPT-2: a norm at the input of each sublayer and
+    one after the last block); the input and output embeddings tied as in Press & Wolf (2017);
+    the Llama options (RMSNorm, SwiGLU, rotary
+    positions, grouped-query attention) after Touvron et al. (2023), Sec. 2.2.
 
     ``logits = head(final_norm(blocks(dropout(embed(ids) + positions))))``; with rotary
     positions nothing is added to the embeddings (queries and keys are rotated in every
@@ -185,16 +197,11 @@ class DecoderOnlyTransformer(nn.Module):
         c = self.config
         check_token_ids("DecoderOnlyTransformer", "input_ids", input_ids, c.vocab_size, min_len=1)
         L = input_ids.shape[1]
-        if offset + L > c.max_len:
-            raise ValueError(
-                f"DecoderOnlyTransformer: positions {offset}..{offset + L - 1} requested, but "
-                f"max_len={c.max_len} allows 0..{c.max_len - 1}"
-            )
+        check_positions("DecoderOnlyTransformer", offset, L, c.max_len)
         x = self.token_embedding(input_ids)  # (B, L, D)
         if self.position_embedding is not None:
-            x = self.position_embedding(
-                x, offset
-            )  # + the rows of positions offset .. offset + L - 1
+            # + the rows of positions offset .. offset + L - 1
+            x = self.position_embedding(x, offset)
         return self.embedding_dropout(x)
 
     def forward(
@@ -222,7 +229,8 @@ class DecoderOnlyTransformer(nn.Module):
         attentions = []
         for i, block in enumerate(self.blocks):
             past = cache.layers[i] if cache is not None and i < len(cache.layers) else None
-            # (B, L, D), (B, H, L, S), this layer's keys and values
+            # (B, L, D), (B, H, L, S), this layer's keys and values: the block computes them
+            # anyway, so asking for them costs nothing; they are kept only in a cache
             x, weights, present = block(x, is_causal=True, past_kv=past, use_cache=True)
             if cache is not None:
                 # replace (or append) this layer's keys and values

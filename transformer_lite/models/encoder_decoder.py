@@ -25,7 +25,13 @@ from dataclasses import asdict, dataclass
 import torch
 from torch import Tensor, nn
 
-from ..checks import check_dropout, check_positive_int, check_token_ids, eval_mode
+from ..checks import (
+    check_dropout,
+    check_heads,
+    check_positive_int,
+    check_token_ids,
+    eval_mode,
+)
 from ..nn.blocks import DecoderBlock, TransformerBlock
 from ..nn.masks import padding_mask
 from ..nn.normalization import LayerNorm
@@ -73,7 +79,9 @@ class _Stack(nn.Module):
         ``norm`` (if any) as our final LayerNorm. In eval mode under ``no_grad`` with a key
         padding mask, ``nn.TransformerEncoder`` may take a nested-tensor "fast path" that
         returns zeros (before the final norm) at padded positions, where we return the value
-        computed there; real positions agree.
+        computed there; real positions agree. Unlike torch's stacks, which return the output
+        tensor only, ours return the attention weights of every layer too (the chapters plot
+        them), and their boolean masks mean ``True`` = may attend, the opposite of torch's.
 
         Raises:
             ValueError: if ``stack`` is not a ``cls.torch_class``, its norm is not an
@@ -107,6 +115,9 @@ class _Stack(nn.Module):
 
 class TransformerEncoder(_Stack):
     """A stack of ``n_layers`` :class:`~transformer_lite.nn.blocks.TransformerBlock`, plus a final LayerNorm if pre-norm.
+
+    Source: Vaswani et al. (2017), Sec. 3.1 ("a stack of N = 6 identical layers"); the final
+    LayerNorm of a pre-norm stack: Xiong et al. (2020).
 
     Args:
         n_layers: number of blocks N.
@@ -225,11 +236,7 @@ class EncoderDecoderConfig:
             "max_len",
         ):
             check_positive_int("EncoderDecoderConfig", name, getattr(self, name))
-        if self.d_model % self.n_heads:
-            raise ValueError(
-                f"EncoderDecoderConfig: d_model must be divisible by n_heads, received "
-                f"d_model={self.d_model}, n_heads={self.n_heads}"
-            )
+        check_heads("EncoderDecoderConfig", self.d_model, self.n_heads)
         check_dropout("EncoderDecoderConfig", self.dropout)
         if self.activation not in ("relu", "gelu"):
             raise ValueError(

@@ -10,7 +10,13 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
-from ..checks import check_nonnegative_int, check_token_ids, eval_mode
+from ..checks import (
+    check_dropout,
+    check_nonnegative_int,
+    check_positive_sizes,
+    check_token_ids,
+    eval_mode,
+)
 from .decoder_only import sample_next_token
 
 __all__ = ["GRULanguageModel"]
@@ -45,11 +51,9 @@ class GRULanguageModel(nn.Module):
         tie_embeddings: bool = False,
     ) -> None:
         super().__init__()
-        if vocab_size < 1 or d_model < 1 or n_layers < 1:
-            raise ValueError(
-                f"GRULanguageModel: expected positive vocab_size, d_model, n_layers, received "
-                f"{vocab_size}, {d_model}, {n_layers}"
-            )
+        owner = "GRULanguageModel"
+        check_positive_sizes(owner, vocab_size=vocab_size, d_model=d_model, n_layers=n_layers)
+        check_dropout(owner, dropout)
         self.vocab_size, self.d_model, self.n_layers = vocab_size, d_model, n_layers
         self.token_embedding = nn.Embedding(vocab_size, d_model)
         self.gru = nn.GRU(

@@ -8,7 +8,8 @@
 - :mod:`.relative_position`: relative biases (Shaw et al., T5) and ALiBi;
 - :mod:`.blocks`: the residual sublayer, the feed-forward networks (position-wise and SwiGLU)
   and the blocks (one for encoder and GPT-style, one decoder);
-- :mod:`.recurrent`: the RNN and GRU that chapter 6 compares with attention.
+- :mod:`.recurrent`: the RNN and GRU that chapter 6 compares with attention;
+- :mod:`.dtypes`: the dtype rules (half precision computes in float32; RoPE's angle dtype).
 
 A GPT-style block reads in three files: :mod:`.blocks` (:func:`residual`, the feed-forward
 network and :class:`TransformerBlock`), :mod:`.attention` (:class:`GroupedQueryAttention`, which

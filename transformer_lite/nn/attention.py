@@ -42,21 +42,17 @@ from torch import Tensor, nn
 from ..checks import (
     check_attention_inputs,
     check_dropout,
+    check_heads,
     check_mask,
+    check_positive_sizes,
     check_projection_inputs,
+    check_sequences,
 )
+from .dtypes import compute_dtype
 from .masks import bool_to_additive_mask, causal_mask
 from .positional import RotaryEmbedding
 
-__all__ = ["scaled_dot_product_attention", "MultiHeadAttention", "GroupedQueryAttention"]
-
-
-_HALF_DTYPES = (torch.float16, torch.bfloat16)
-
-
-def compute_dtype(dtype: torch.dtype) -> torch.dtype:
-    """The dtype attention computes in: float32 for float16/bfloat16 inputs, else the input's."""
-    return torch.float32 if dtype in _HALF_DTYPES else dtype
+__all__ = ["scaled_dot_product_attention", "MultiHeadAttention", "KVPair", "GroupedQueryAttention"]
 
 
 def _mask_to_bias(
@@ -205,15 +201,8 @@ class MultiHeadAttention(nn.Module):
 
     def __init__(self, d_model: int, n_heads: int, dropout: float = 0.0, bias: bool = True) -> None:
         super().__init__()
-        if d_model < 1 or n_heads < 1:
-            raise ValueError(
-                f"MultiHeadAttention: expected positive d_model and n_heads, received {d_model}, {n_heads}"
-            )
-        if d_model % n_heads != 0:
-            raise ValueError(
-                f"MultiHeadAttention: d_model must be divisible by n_heads, received d_model={d_model}, "
-                f"n_heads={n_heads} (d_model % n_heads = {d_model % n_heads})"
-            )
+        check_positive_sizes("MultiHeadAttention", d_model=d_model, n_heads=n_heads)
+        check_heads("MultiHeadAttention", d_model, n_heads)
         check_dropout("MultiHeadAttention", dropout)
         self.d_model, self.n_heads, self.d_head = d_model, n_heads, d_model // n_heads
         self.dropout = dropout
@@ -282,7 +271,11 @@ class MultiHeadAttention(nn.Module):
 
         Copies the packed input projection ``in_proj_weight`` (rows: query,
         key, value) and ``out_proj``; dtype and device follow ``m``. Our module
-        is always batch-first, whatever ``m.batch_first`` says.
+        is always batch-first, whatever ``m.batch_first`` says. Two differences in the
+        call: ours returns the weights of every head ``(B, H, L, S)``, where torch averages
+        them over the heads unless ``average_attn_weights=False`` (the chapters plot single
+        heads); and a boolean ``attn_mask`` means ``True`` = may attend here, ``True`` =
+        blocked in torch.
 
         Raises:
             ValueError: if ``m`` is not an ``nn.MultiheadAttention``, or uses
@@ -312,11 +305,16 @@ class MultiHeadAttention(nn.Module):
         return ours
 
 
+# The keys and values of one layer, each (B, n_kv_heads, S, d_head).
 KVPair = tuple[Tensor, Tensor]
 
 
 class GroupedQueryAttention(nn.Module):
     """Self-attention in which groups of query heads share key/value heads.
+
+    Source: Ainslie et al. (2023), Sec. 2.2 (grouped-query attention); with ``n_kv_heads=1``,
+    Shazeer (2019), multi-query attention. Rotary positions: Su et al. (2024), Sec. 3.4.
+    Unlike :class:`MultiHeadAttention` its projections have no biases by default, as in Llama.
 
     Args:
         d_model: model width D (input and output features).
@@ -348,21 +346,9 @@ class GroupedQueryAttention(nn.Module):
     ) -> None:
         super().__init__()
         n_kv_heads = n_heads if n_kv_heads is None else n_kv_heads
-        if d_model < 1 or n_heads < 1 or n_kv_heads < 1:
-            raise ValueError(
-                f"GroupedQueryAttention: expected positive d_model, n_heads, n_kv_heads, received "
-                f"{d_model}, {n_heads}, {n_kv_heads}"
-            )
-        if d_model % n_heads != 0:
-            raise ValueError(
-                f"GroupedQueryAttention: d_model must be divisible by n_heads, received "
-                f"d_model={d_model}, n_heads={n_heads}"
-            )
-        if n_heads % n_kv_heads != 0:
-            raise ValueError(
-                f"GroupedQueryAttention: n_heads must be divisible by n_kv_heads, received "
-                f"n_heads={n_heads}, n_kv_heads={n_kv_heads}"
-            )
+        owner = "GroupedQueryAttention"
+        check_positive_sizes(owner, d_model=d_model, n_heads=n_heads, n_kv_heads=n_kv_heads)
+        check_heads(owner, d_model, n_heads, n_kv_heads)
         self.d_model, self.n_heads, self.n_kv_heads = d_model, n_heads, n_kv_heads
         self.d_head = d_model // n_heads
         self.group_size = n_heads // n_kv_heads  # G query heads per key/value head
@@ -380,11 +366,7 @@ class GroupedQueryAttention(nn.Module):
 
     def _check(self, x: Tensor, past_kv: KVPair | None) -> int:
         """Validate the inputs and return the number of cached positions ``S_past``."""
-        if x.dim() != 3 or x.shape[-1] != self.d_model:
-            raise ValueError(
-                f"GroupedQueryAttention: expected x of shape (B, L, {self.d_model}), "
-                f"received {tuple(x.shape)}"
-            )
+        check_sequences("GroupedQueryAttention", self.d_model, x=x)
         if past_kv is None:
             return 0
         past_k, past_v = past_kv
@@ -490,9 +472,8 @@ class GroupedQueryAttention(nn.Module):
         # key/value head (no key/value head is copied G times). Row g*L + l is query l of
         # the group's head g.
         q_folded = q.reshape(B, H_kv, G * L, d_head)  # (B, H, L, d_head) -> (B, H_kv, G*L, d_head)
-        mask = self._fold_mask(
-            attn_mask, is_causal, B, L, S, compute_dtype(x.dtype), x.device
-        )  # (B|1, H_kv|1, G*L|1, S|1)
+        # (B|1, H_kv|1, G*L|1, S|1)
+        mask = self._fold_mask(attn_mask, is_causal, B, L, S, compute_dtype(x.dtype), x.device)
         p = self.dropout if self.training else 0.0
         # out (B, H_kv, G*L, d_head), weights (B, H_kv, G*L, S)
         out, weights = _attention(q_folded, k, v, mask, False, p)

@@ -34,7 +34,7 @@ from collections.abc import Callable
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from ..checks import check_last_dim, check_positive_sizes, check_sequences
+from ..checks import check_dropout, check_last_dim, check_positive_sizes, check_sequences
 from .attention import GroupedQueryAttention, KVPair, MultiHeadAttention
 from .normalization import LayerNorm, RMSNorm
 from .positional import RotaryEmbedding
@@ -43,6 +43,7 @@ __all__ = [
     "residual",
     "PositionwiseFeedForward",
     "SwiGLUFeedForward",
+    "make_norm",
     "TransformerBlock",
     "DecoderBlock",
 ]
@@ -92,6 +93,8 @@ _ACTIVATIONS = {
 class PositionwiseFeedForward(nn.Module):
     """Two linear maps with a nonlinearity between them, applied at every position.
 
+    Source: Vaswani et al. (2017), Sec. 3.3, Eq. (2); GELU: Hendrycks & Gimpel (2016).
+
     ``y = linear2(dropout(activation(linear1(x))))``: the same weights act
     on each position, so positions do not interact here (only attention mixes them).
 
@@ -117,6 +120,7 @@ class PositionwiseFeedForward(nn.Module):
                 f"PositionwiseFeedForward: expected activation 'relu' or 'gelu', received {activation!r}"
             )
         check_positive_sizes("PositionwiseFeedForward", d_model=d_model, d_ff=d_ff)
+        check_dropout("PositionwiseFeedForward", dropout)
         self.d_model, self.d_ff, self.activation = d_model, d_ff, activation
         self.linear1 = nn.Linear(d_model, d_ff)
         self.linear2 = nn.Linear(d_ff, d_model)
@@ -136,6 +140,8 @@ class PositionwiseFeedForward(nn.Module):
 class SwiGLUFeedForward(nn.Module):
     """``down(silu(gate(x)) * up(x))``, applied at every position separately.
 
+    Source: Shazeer (2020), Sec. 2, the FFN_SwiGLU variant; used by Llama (Touvron et al., 2023).
+
     Args:
         d_model: input and output width D.
         d_ff: hidden width (1536 in SmolLM2-135M, whose ``d_model`` is 576).
@@ -153,6 +159,7 @@ class SwiGLUFeedForward(nn.Module):
     def __init__(self, d_model: int, d_ff: int, dropout: float = 0.0, bias: bool = False) -> None:
         super().__init__()
         check_positive_sizes("SwiGLUFeedForward", d_model=d_model, d_ff=d_ff)
+        check_dropout("SwiGLUFeedForward", dropout)
         self.d_model, self.d_ff = d_model, d_ff
         self.gate_proj = nn.Linear(d_model, d_ff, bias=bias)
         self.up_proj = nn.Linear(d_model, d_ff, bias=bias)
@@ -334,6 +341,10 @@ class TransformerBlock(nn.Module):
 class DecoderBlock(nn.Module):
     """One decoder block: masked self-attention, cross-attention over ``memory``, feed-forward.
 
+    Source: Vaswani et al. (2017), Sec. 3.1 (the decoder's third sub-layer) and Sec. 3.2.3.
+    This is the block of an encoder-decoder model; the decoder-only (GPT-style) block is
+    :class:`TransformerBlock` called with ``is_causal=True``.
+
     Post-norm (``norm_first=False``, the original Transformer)::
 
         x = norm1(x + dropout(self_attn(x, x, x)))
@@ -466,7 +477,7 @@ class DecoderBlock(nn.Module):
 # Reading torch's layers (``from_torch``).
 
 
-def torch_activation_name(fn) -> str | None:
+def _torch_activation_name(fn) -> str | None:
     """``"relu"`` or ``"gelu"`` for the activations our feed-forward network computes exactly, else ``None``.
 
     Accepts what ``nn.TransformerEncoderLayer`` and ``nn.TransformerDecoderLayer`` store in
@@ -493,7 +504,7 @@ def _block_from_torch(cls: type, layer: nn.Module, expected: type, **attentions:
         raise ValueError(
             f"{owner}.from_torch: expected nn.{expected.__name__}, received {type(layer).__name__}"
         )
-    activation = torch_activation_name(layer.activation)
+    activation = _torch_activation_name(layer.activation)
     if activation is None:
         raise ValueError(
             f"{owner}.from_torch: expected a ReLU or exact GELU activation, "

@@ -28,7 +28,7 @@ import torch
 from torch import Tensor
 
 from ..checks import check_attention_inputs
-from .attention import compute_dtype
+from .dtypes import compute_dtype
 
 __all__ = ["memory_efficient_attention"]
 

@@ -25,6 +25,7 @@ import torch
 from torch import Tensor, nn
 
 from ..checks import check_last_dim
+from .dtypes import compute_dtype
 
 __all__ = ["LayerNorm", "RMSNorm"]
 
@@ -59,6 +60,8 @@ class _Norm(nn.Module):
 class LayerNorm(_Norm):
     """Layer normalization over the last (feature) dimension.
 
+    Source: Ba, Kiros & Hinton (2016), Eq. (4).
+
     ``y = (x - mean) / sqrt(var + eps) * weight + bias`` where ``mean`` and the
     **biased** variance ``var`` (divide by D, not D - 1) are taken over the
     ``d_model`` features of each position separately: no statistics are shared
@@ -88,10 +91,11 @@ class LayerNorm(_Norm):
             ValueError: if the last dimension of ``x`` is not ``d_model``.
         """
         check_last_dim("LayerNorm", x, self.d_model)
-        mean = x.mean(dim=-1, keepdim=True)  # (..., 1)
-        var = ((x - mean) ** 2).mean(dim=-1, keepdim=True)  # (..., 1), biased: divide by D
-        x_hat = (x - mean) / torch.sqrt(var + self.eps)  # (..., D)
-        return x_hat * self.weight + self.bias
+        h = x.to(compute_dtype(x.dtype))  # half precision: the statistics in float32
+        mean = h.mean(dim=-1, keepdim=True)  # (..., 1)
+        var = ((h - mean) ** 2).mean(dim=-1, keepdim=True)  # (..., 1), biased: divide by D
+        h_hat = (h - mean) / torch.sqrt(var + self.eps)  # (..., D)
+        return (h_hat * self.weight + self.bias).to(x.dtype)
 
     @classmethod
     def from_torch(cls, m: nn.LayerNorm) -> LayerNorm:
@@ -119,6 +123,8 @@ class LayerNorm(_Norm):
 class RMSNorm(_Norm):
     """RMS normalization over the last (feature) dimension, with a learned gain.
 
+    Source: Zhang & Sennrich (2019), Eq. (4).
+
     ``y = x / sqrt(mean(x**2) + eps) * weight``, the mean taken over the
     ``d_model`` features of each position separately.
 
@@ -140,8 +146,9 @@ class RMSNorm(_Norm):
     def forward(self, x: Tensor) -> Tensor:
         """Normalize ``x`` of shape ``(..., d_model)``; as :meth:`LayerNorm.forward`."""
         check_last_dim("RMSNorm", x, self.d_model)
-        mean_square = (x * x).mean(dim=-1, keepdim=True)  # (..., 1)
-        return x * torch.rsqrt(mean_square + self.eps) * self.weight  # (..., D)
+        h = x.to(compute_dtype(x.dtype))  # half precision: the statistics in float32
+        mean_square = (h * h).mean(dim=-1, keepdim=True)  # (..., 1)
+        return (h * torch.rsqrt(mean_square + self.eps) * self.weight).to(x.dtype)  # (..., D)
 
     @classmethod
     def from_torch(cls, m: nn.RMSNorm) -> RMSNorm:

@@ -21,9 +21,11 @@ from torch import Tensor, nn
 from ..checks import (
     check_dropout,
     check_nonnegative_int,
+    check_positions,
     check_positive_int,
     check_positive_sizes,
 )
+from .dtypes import angle_dtype
 
 __all__ = [
     "rotation_frequencies",
@@ -180,13 +182,8 @@ class SinusoidalPositionalEncoding(nn.Module):
                 f"SinusoidalPositionalEncoding: expected a floating x of shape (B, L, {self.d_model}), "
                 f"received {shape}" + (f" of dtype {x.dtype}" if isinstance(x, Tensor) else "")
             )
-        check_nonnegative_int("SinusoidalPositionalEncoding", "offset", offset)
         L = x.shape[1]
-        if offset + L > self.max_len:
-            raise ValueError(
-                f"SinusoidalPositionalEncoding: positions {offset}..{offset + L - 1} requested, but "
-                f"max_len={self.max_len} allows positions 0..{self.max_len - 1} only"
-            )
+        check_positions("SinusoidalPositionalEncoding", offset, L, self.max_len)
         positions = torch.arange(offset, offset + L, device=x.device)
         # (L, D), broadcast over B
         pe = _sinusoid_rows(positions, self.d_model, self.base).to(x.dtype)
@@ -241,11 +238,7 @@ class LearnedPositionalEmbedding(nn.Module):
                 f"received {tuple(x.shape)}"
             )
         L = x.shape[1]
-        if offset < 0 or offset + L > self.max_len:
-            raise ValueError(
-                f"LearnedPositionalEmbedding: positions {offset}..{offset + L - 1} requested, but "
-                f"max_len={self.max_len} allows positions 0..{self.max_len - 1} only"
-            )
+        check_positions("LearnedPositionalEmbedding", offset, L, self.max_len)
         return x + self.weight[offset : offset + L]  # (L, D) broadcast over B
 
 
@@ -287,15 +280,10 @@ def apply_rotary(
         raise ValueError(
             f"apply_rotary: expected positions of shape ({L},), received {tuple(positions.shape)}"
         )
-    compute = _compute_dtype(x)
+    compute = angle_dtype(x.dtype)
     theta = rotation_frequencies(d, base, compute, x.device)  # (d/2,)
     angles = positions.to(device=x.device, dtype=compute)[:, None] * theta  # (L, d/2)
     return _rotate(x, torch.cos(angles), torch.sin(angles), interleaved)
-
-
-def _compute_dtype(x: Tensor) -> torch.dtype:
-    """RoPE's angles in float64 for float64 inputs, else in float32 (also for half precision)."""
-    return torch.float64 if x.dtype == torch.float64 else torch.float32
 
 
 def _rotate(x: Tensor, cos: Tensor, sin: Tensor, interleaved: bool) -> Tensor:
@@ -368,13 +356,14 @@ class RotaryEmbedding(nn.Module):
         Raises:
             ValueError: if the last dimension of ``x`` is not ``d_head`` or ``offset`` is negative.
         """
-        if x.shape[-1] != self.d_head or offset < 0:
+        if x.shape[-1] != self.d_head:
             raise ValueError(
-                f"RotaryEmbedding: expected x of shape (..., L, {self.d_head}) and offset >= 0, "
-                f"received {tuple(x.shape)} and offset={offset}"
+                f"RotaryEmbedding: expected x of shape (..., L, {self.d_head}), "
+                f"received {tuple(x.shape)}"
             )
+        check_nonnegative_int("RotaryEmbedding", "offset", offset)
         end = offset + x.shape[-2]
-        cos, sin = self.cos_sin(end, _compute_dtype(x), x.device)
+        cos, sin = self.cos_sin(end, angle_dtype(x.dtype), x.device)
         return _rotate(x, cos[offset:end], sin[offset:end], self.interleaved)
 
     def extra_repr(self) -> str:

@@ -69,7 +69,12 @@ class BertConfig:
 
     @classmethod
     def from_hf_json(cls, path: Path) -> BertConfig:
-        """Read a Hugging Face ``config.json`` of a BERT model."""
+        """Read a Hugging Face ``config.json`` of a BERT model.
+
+        Raises:
+            ValueError: if the model's ``hidden_act`` is not the exact GELU.
+            FileNotFoundError, KeyError: if the file or one of its BERT fields is missing.
+        """
         c = json.loads(Path(path).read_text())
         if c.get("hidden_act", "gelu") != "gelu":
             raise ValueError(

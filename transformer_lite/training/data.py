@@ -105,9 +105,8 @@ class CharVocab:
             )
         self.chars = chars
         self.stoi = {c: i for i, c in enumerate(chars)}
-        self._lookup = np.full(
-            max(map(ord, chars)) + 1, -1, dtype=np.int64
-        )  # code point -> id (-1 = unknown)
+        # code point -> id (-1 = unknown)
+        self._lookup = np.full(max(map(ord, chars)) + 1, -1, dtype=np.int64)
         self._lookup[[ord(c) for c in chars]] = np.arange(len(chars))
 
     @classmethod
@@ -124,9 +123,8 @@ class CharVocab:
         Raises:
             ValueError: naming the characters of ``text`` that are not in the vocabulary.
         """
-        codes = np.frombuffer(text.encode("utf-32-le"), dtype=np.uint32).astype(
-            np.int64
-        )  # (N,) code points
+        # (N,) code points
+        codes = np.frombuffer(text.encode("utf-32-le"), dtype=np.uint32).astype(np.int64)
         ids = np.where(
             codes < len(self._lookup), self._lookup[np.minimum(codes, len(self._lookup) - 1)], -1
         )

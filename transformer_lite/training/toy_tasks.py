@@ -23,7 +23,7 @@ from collections.abc import Collection
 import torch
 from torch import Tensor
 
-from ..checks import check_positive_int
+from ..checks import check_int_at_least, check_positive_int
 
 __all__ = [
     "PAD",
@@ -45,11 +45,6 @@ __all__ = [
 
 PAD, BOS, EOS = 0, 1, 2  # padding, beginning of sequence, end of sequence
 FIRST_SYMBOL = 3  # id of the first content symbol
-
-
-def _check_int(owner: str, name: str, value, minimum: int) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise ValueError(f"{owner}: expected {name} to be an int >= {minimum}, received {value!r}")
 
 
 def make_reversal_batch(
@@ -88,7 +83,7 @@ def make_reversal_batch(
     check_positive_int(owner, "batch_size", batch_size)
     check_positive_int(owner, "n_symbols", n_symbols)
     check_positive_int(owner, "min_len", min_len)
-    _check_int(owner, "max_len", max_len, min_len)
+    check_int_at_least(owner, "max_len", max_len, min_len)
     if task not in ("reverse", "sort"):
         raise ValueError(f"{owner}: expected task 'reverse' or 'sort', received {task!r}")
     exclude = set() if exclude is None else exclude
@@ -104,9 +99,8 @@ def make_reversal_batch(
     for b in range(batch_size):
         n = int(lengths[b])
         while True:
-            seq = torch.randint(
-                FIRST_SYMBOL, FIRST_SYMBOL + n_symbols, (n,), generator=generator
-            )  # (n,)
+            # (n,)
+            seq = torch.randint(FIRST_SYMBOL, FIRST_SYMBOL + n_symbols, (n,), generator=generator)
             if tuple(seq.tolist()) not in exclude:
                 break
         src[b, :n] = seq
@@ -178,9 +172,8 @@ def exact_match(generated: Tensor, tgt: Tensor, eos_id: int = EOS, pad_id: int =
     out = torch.nn.functional.pad(out, (0, width - out.shape[1]), value=pad_id)  # (B, width)
     want = torch.nn.functional.pad(tgt, (0, width - tgt.shape[1]), value=pad_id)  # (B, width)
     # Compare up to and including the target's EOS; later positions do not matter.
-    relevant = (
-        torch.cumsum((want == eos_id).long(), dim=1) - (want == eos_id).long() == 0
-    )  # (B, width)
+    # (B, width)
+    relevant = torch.cumsum((want == eos_id).long(), dim=1) - (want == eos_id).long() == 0
     return ((out == want) | ~relevant).all(dim=1)
 
 
@@ -254,9 +247,8 @@ def make_histogram_batch(
     check_positive_int(owner, "seq_len", seq_len)
     check_positive_int(owner, "n_symbols", n_symbols)
     tokens = torch.randint(0, n_symbols, (batch_size, seq_len), generator=generator)  # (B, L)
-    counts = (tokens[:, :, None] == tokens[:, None, :]).sum(
-        dim=-1
-    )  # (B, L, L) equal pairs -> (B, L)
+    # (B, L, L) equal pairs -> (B, L)
+    counts = (tokens[:, :, None] == tokens[:, None, :]).sum(dim=-1)
     return tokens, counts
 
 
@@ -334,9 +326,9 @@ def make_delayed_recall_batch(
     owner = "make_delayed_recall_batch"
     check_positive_int(owner, "batch_size", batch_size)
     check_positive_int(owner, "lag", lag)
-    _check_int(owner, "n_symbols", n_symbols, 2)
+    check_int_at_least(owner, "n_symbols", n_symbols, 2)
     length = lag + 1 if length is None else length
-    _check_int(owner, "length", length, lag + 1)
+    check_int_at_least(owner, "length", length, lag + 1)
     tokens = torch.randint(0, n_symbols, (batch_size, length), generator=generator)  # (B, L)
     return tokens, tokens[:, length - 1 - lag].clone()  # (B, L), (B,)
 

@@ -32,7 +32,7 @@ from safetensors.torch import load_model, save_model
 from torch import Tensor, nn
 from tqdm import tqdm  # a text bar on stderr, the same in a terminal and in Jupyter: no widgets
 
-from ..checks import eval_mode
+from ..checks import check_positive_int, eval_mode
 from ..models.decoder_only import DecoderOnlyConfig, DecoderOnlyTransformer
 from ..models.recurrent_lm import GRULanguageModel
 from .data import load_shakespeare, random_batch
@@ -71,10 +71,7 @@ class TrainConfig:
 
     def __post_init__(self) -> None:
         for name in ("steps", "batch_size", "context", "eval_every", "eval_batches"):
-            if getattr(self, name) < 1:
-                raise ValueError(
-                    f"TrainConfig: expected a positive {name}, received {getattr(self, name)}"
-                )
+            check_positive_int("TrainConfig", name, getattr(self, name))
         if not (
             self.lr > 0
             and 0 <= self.min_lr <= self.lr
@@ -124,9 +121,8 @@ def lm_loss(logits: Tensor, targets: Tensor) -> Tensor:
     if logits.dim() != 3 or tuple(targets.shape) != tuple(logits.shape[:2]):
         got = f"{tuple(logits.shape)} and {tuple(targets.shape)}"
         raise ValueError(f"lm_loss: expected logits (B, L, V) and targets (B, L), received {got}")
-    return F.cross_entropy(
-        logits.reshape(-1, logits.shape[-1]), targets.reshape(-1)
-    )  # (B*L, V) vs (B*L,)
+    # (B*L, V) vs (B*L,)
+    return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1))
 
 
 @torch.no_grad()
@@ -168,6 +164,9 @@ def train(
 
     Returns:
         A :class:`TrainHistory`. The model is left in train mode.
+
+    Seeds torch's global generator with ``cfg.seed`` (its dropout masks), so that a run
+    repeats exactly; the caller's random state is not restored afterwards.
     """
     torch.manual_seed(cfg.seed)  # dropout masks
     batches = torch.Generator().manual_seed(cfg.seed)
@@ -285,9 +284,8 @@ def gru_width_matching(
     """The width of a :class:`GRULanguageModel` whose parameter count is closest to ``n_params``."""
 
     def count(width: int) -> int:
-        gru = (
-            3 * (2 * width * width + 2 * width) * n_layers
-        )  # W_ih, W_hh (3 gates each) and two biases per layer
+        # W_ih, W_hh (3 gates each) and two biases per layer
+        gru = 3 * (2 * width * width + 2 * width) * n_layers
         return gru + vocab_size * width * (1 if tie_embeddings else 2)
 
     return min(range(1, 4097), key=lambda w: abs(count(w) - n_params))

@@ -236,9 +236,8 @@ def check_score_spread(fn: Callable) -> None:
     ]:
         case = f"weights {(*batch, L, S)} from scores of spread about {scale}"
         scores = torch.randn(*batch, L, S, generator=g, dtype=torch.float64) * scale
-        scores = scores * torch.rand(*batch, L, 1, generator=g, dtype=torch.float64).add(
-            0.5
-        )  # rows differ
+        # rows differ
+        scores = scores * torch.rand(*batch, L, 1, generator=g, dtype=torch.float64).add(0.5)
         weights = torch.softmax(scores, dim=-1)
         got = _call(fn, weights.clone())
         _check_tensor(got, "spread", (*batch, L), case)

@@ -72,12 +72,10 @@ def check_online_softmax_merge(fn: Callable) -> None:
             ("acc", acc, (*batch, L, d_v)),
         ):
             _check_tensor(value, name, shape, case)
-        ref = _block_stats(
-            torch.cat([s_a, s_b], -1), torch.cat([v_a, v_b], -2)
-        )  # the union, computed at once
-        full = torch.softmax(torch.cat([s_a, s_b], -1), -1) @ torch.cat(
-            [v_a, v_b], -2
-        )  # attention output
+        # the union, computed at once
+        ref = _block_stats(torch.cat([s_a, s_b], -1), torch.cat([v_a, v_b], -2))
+        # attention output
+        full = torch.softmax(torch.cat([s_a, s_b], -1), -1) @ torch.cat([v_a, v_b], -2)
         if all(_close(got, want) for got, want in zip(result, ref)):
             continue
         (m_a, l_a, acc_a), (m_b, l_b, acc_b) = a, b

@@ -136,9 +136,8 @@ def _temperature_top_k_probs(
     keep = torch.zeros_like(scaled, dtype=torch.bool).scatter(-1, order[:, :k], True)  # (B, V)
     if not renormalize:  # softmax over all V first, then cut
         return torch.softmax(scaled, dim=-1) * keep
-    weights = (
-        torch.exp(scaled - scaled.amax(dim=-1, keepdim=True)) * keep
-    )  # (B, V), 0 outside the kept set
+    # (B, V), 0 outside the kept set
+    weights = torch.exp(scaled - scaled.amax(dim=-1, keepdim=True)) * keep
     return weights / weights.sum(dim=-1, keepdim=True)
 
 
@@ -330,8 +329,9 @@ def check_kv_cache_bytes(fn: Callable) -> None:
             n_kv_heads=n_kv,
             positional="rotary",
         )
-        torch.manual_seed(0)
-        model = DecoderOnlyTransformer(cfg).to(dtype).eval()
+        with torch.random.fork_rng():  # seeded weights, without touching the reader's random state
+            torch.manual_seed(0)
+            model = DecoderOnlyTransformer(cfg).to(dtype).eval()
         cache = KVCache()
         with torch.no_grad():
             model(torch.arange(n_tokens)[None] % 11, cache=cache)  # (1, n_tokens)

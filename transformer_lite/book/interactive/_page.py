@@ -1,4 +1,4 @@
-"""What every interactive figure shares: plotly on first use, rounding of stored numbers, and
+"""What every interactive figure shares: rounding of stored numbers, and
 ``show``, which stores a figure in the notebook so that it works in Jupyter and in the static book.
 """
 
@@ -7,7 +7,9 @@ from __future__ import annotations
 import html as html_lib
 import re
 
+import plotly.io as pio
 import torch
+from IPython.display import display
 from torch import Tensor
 
 __all__ = ["show"]
@@ -15,14 +17,6 @@ __all__ = ["show"]
 _DECIMALS = (
     4  # stored weights are rounded: smaller pages, and outputs that compare exactly across runs
 )
-
-
-def _plotly():
-    # on first use, not at the top: importing plotly takes about as long as importing torch
-    import plotly.graph_objects as go
-    from plotly.subplots import make_subplots
-
-    return go, make_subplots
 
 
 def _rounded(t: Tensor) -> list:
@@ -64,16 +58,12 @@ def show(fig, div_id: str, alt: str) -> None:
         ValueError: if ``div_id`` is empty or contains characters other than letters, digits, ``-`` and ``_``,
             or ``alt`` is empty.
     """
-    from IPython.display import display  # on first use: IPython is not a dependency of the package
-
     if not re.fullmatch(r"[A-Za-z][A-Za-z0-9_-]*", div_id or ""):
         raise ValueError(
             f"show: expected an HTML id of letters, digits, '-' and '_', received {div_id!r}"
         )
     if not alt.strip():
         raise ValueError("show: expected a non-empty alt text describing the figure")
-    import plotly.io as pio  # on first use, as in _plotly()
-
     # Serialize with the standard library's json, not orjson: plotly picks orjson whenever it is
     # importable, and the two write floats and non-ASCII characters differently, which would make
     # the stored notebook outputs depend on what else happens to be installed. Set for this call only.

@@ -6,10 +6,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import plotly.graph_objects as go
 import torch
+from plotly.subplots import make_subplots
 from torch import Tensor
 
-from ._page import _layout, _plotly, _rounded, _slider
+from ._page import _layout, _rounded, _slider
 
 __all__ = ["attention_layers_figure"]
 
@@ -36,7 +38,6 @@ def attention_layers_figure(
     Raises:
         ValueError: if the weights are not ``(n_layers, H, L, L)`` with ``L == len(tokens)``.
     """
-    go, make_subplots = _plotly()
     A = attentions if isinstance(attentions, Tensor) else torch.stack(list(attentions))
     if A.dim() != 4 or A.shape[-1] != A.shape[-2] or A.shape[-1] != len(tokens):
         raise ValueError(

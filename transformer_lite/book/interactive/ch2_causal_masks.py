@@ -6,20 +6,23 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import plotly.graph_objects as go
 import torch
+from plotly.subplots import make_subplots
 
 from ...nn.masks import causal_mask
-from ._page import _layout, _plotly, _slider
+from ._page import _layout, _slider
 
 __all__ = ["mask_alignment_figure", "mask_variants_figure"]
 
 
+# cividis ends
 _MASK_COLORSCALE = [
     [0.0, "#00224e"],
     [0.5, "#00224e"],
     [0.5, "#fee838"],
     [1.0, "#fee838"],
-]  # cividis ends
+]
 
 
 def _mask_colorbar() -> dict:
@@ -40,7 +43,6 @@ def mask_alignment_figure(L: int = 3, S_values: Sequence[int] = (3, 4, 5, 6, 7, 
     Raises:
         ValueError: if ``L < 1`` or some ``S < 1``.
     """
-    go, make_subplots = _plotly()
     if L < 1 or min(S_values) < 1:
         raise ValueError(
             f"mask_alignment_figure: expected L >= 1 and every S >= 1, received L={L}, S={list(S_values)}"
@@ -50,9 +52,8 @@ def mask_alignment_figure(L: int = 3, S_values: Sequence[int] = (3, 4, 5, 6, 7, 
     def panels(S):
         ours = causal_mask(L, S).double()
         top_left = torch.ones(L, S, dtype=torch.bool).tril().double()
-        blank = [None] * (
-            S_max - S
-        )  # keys that do not exist yet: None draws a gap (JSON has no NaN)
+        # keys that do not exist yet: None draws a gap (JSON has no NaN)
+        blank = [None] * (S_max - S)
         return [[row + blank for row in ours.tolist()], [row + blank for row in top_left.tolist()]]
 
     fig = make_subplots(
@@ -106,7 +107,6 @@ def mask_variants_figure(tokens: Sequence[str], n_real: int):
     Raises:
         ValueError: if ``n_real`` is not in ``1 .. len(tokens)``.
     """
-    go, _ = _plotly()
     L = len(tokens)
     if not 1 <= n_real <= L:
         raise ValueError(f"mask_variants_figure: expected 1 <= n_real <= {L}, received {n_real}")

@@ -4,11 +4,13 @@ a position shift as a rotation of the sinusoidal encoding.
 
 from __future__ import annotations
 
+import plotly.graph_objects as go
 import torch
+from plotly.subplots import make_subplots
 from torch import Tensor
 
 from ...nn.positional import rotation_frequencies, sinusoidal_positional_encoding
-from ._page import _DECIMALS, _layout, _plotly, _rounded, _slider
+from ._page import _DECIMALS, _layout, _rounded, _slider
 
 __all__ = ["sinusoid_shift_matrix", "positional_offset_figure"]
 
@@ -69,7 +71,6 @@ def positional_offset_figure(
         ValueError: if ``d_model`` is not even and ``>= 2``, ``max_offset < 1``, or ``n_pairs_shown``
             is not in ``1 .. d_model // 2``.
     """
-    go, make_subplots = _plotly()
     if isinstance(d_model, bool) or not isinstance(d_model, int) or d_model < 2 or d_model % 2:
         raise ValueError(
             f"positional_offset_figure: expected an even d_model >= 2, received {d_model!r}"

@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import math
 
-from ._page import _DECIMALS, _layout, _plotly, _slider
+import plotly.graph_objects as go
+
+from ._page import _DECIMALS, _layout, _slider
 
 __all__ = ["gradient_norms_depth_figure"]
 
@@ -28,7 +30,6 @@ def gradient_norms_depth_figure(norms: dict, title: str, initial_depth: int | No
         ValueError: if ``norms`` is empty, a depth's entry lacks a variant, a list's length is not the
             depth, a norm is not positive, or ``initial_depth`` is not a key.
     """
-    go, _ = _plotly()
     variants = ("post-norm", "pre-norm")
     if not norms:
         raise ValueError("gradient_norms_depth_figure: expected at least one depth, received none")

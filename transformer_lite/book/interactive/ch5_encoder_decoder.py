@@ -6,9 +6,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import plotly.graph_objects as go
 from torch import Tensor
 
-from ._page import _layout, _plotly, _rounded, _slider
+from ._page import _layout, _rounded, _slider
 
 __all__ = ["cross_attention_examples_figure"]
 
@@ -34,7 +35,6 @@ def cross_attention_examples_figure(
         ValueError: if the numbers of examples differ, there are none, or an example's labels do not fit
             its weights.
     """
-    go, _ = _plotly()
     if not (len(weights) == len(src_tokens) == len(tgt_tokens)) or not weights:
         raise ValueError(
             f"cross_attention_examples_figure: expected as many weights, src_tokens and tgt_tokens "

@@ -6,12 +6,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import plotly.graph_objects as go
 import torch
 from torch import Tensor
 
 from ...nn.recurrent import RNN
 from ..jacobians import gradient_norm_vs_lag, recurrent_weight, rnn_step_jacobians
-from ._page import _layout, _plotly, _sig, _slider
+from ._page import _layout, _sig, _slider
 
 __all__ = ["rnn_lag_profile", "rnn_gradient_figure"]
 
@@ -58,9 +59,8 @@ def rnn_lag_profile(
         rnn.bias_ih.zero_()
         rnn.bias_hh.zero_()
     g = torch.Generator().manual_seed(seed + 1)
-    x = input_scale * torch.randn(
-        1, length, hidden_size, generator=g, dtype=torch.float64
-    )  # (1, T, H)
+    # (1, T, H)
+    x = input_scale * torch.randn(1, length, hidden_size, generator=g, dtype=torch.float64)
     jac = rnn_step_jacobians(rnn, x)  # (1, T, H, H)
     lags, norms = gradient_norm_vs_lag(jac)  # (T + 1,), (1, T + 1)
     with torch.no_grad():
@@ -95,7 +95,6 @@ def rnn_gradient_figure(
     Raises:
         ValueError: if ``radii`` or ``input_scales`` is empty or ``initial_radius`` is not in ``radii``.
     """
-    go, _ = _plotly()
     radii, input_scales = [float(r) for r in radii], [float(s) for s in input_scales]
     if not radii or not input_scales:
         raise ValueError(

@@ -6,7 +6,10 @@ from __future__ import annotations
 
 import math
 
-from ._page import _layout, _plotly, _sig, _slider
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+from ._page import _layout, _sig, _slider
 
 __all__ = ["attention_cost_figure"]
 
@@ -32,7 +35,6 @@ def attention_cost_figure(results: dict):
     Raises:
         ValueError: if ``results`` has no rows or a row misses a key.
     """
-    go, make_subplots = _plotly()
     rows = results.get("rows") if isinstance(results, dict) else None
     if not rows:
         raise ValueError(

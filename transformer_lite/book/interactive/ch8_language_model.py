@@ -7,10 +7,11 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
+import plotly.graph_objects as go
 import torch
 from torch import Tensor
 
-from ._page import _layout, _plotly, _rounded, _slider
+from ._page import _layout, _rounded, _slider
 
 __all__ = ["next_token_temperature_figure"]
 
@@ -63,7 +64,6 @@ def next_token_temperature_figure(
             hold ``V`` distinct strings, ``temperatures`` is empty or holds a negative or non-finite value,
             ``top_n < 1``, or ``initial_temperature`` is not one of ``temperatures``.
     """
-    go, _ = _plotly()
     if (
         not isinstance(logits, Tensor)
         or logits.dim() != 1
@@ -108,9 +108,8 @@ def next_token_temperature_figure(
 
     def distribution(t: float) -> Tensor:
         if t == 0:
-            return torch.zeros(V, dtype=torch.float64).index_fill_(
-                0, z.argmax().reshape(1), 1.0
-            )  # greedy
+            # greedy
+            return torch.zeros(V, dtype=torch.float64).index_fill_(0, z.argmax().reshape(1), 1.0)
         return torch.softmax(z / t, dim=0)  # (V,)
 
     states = []

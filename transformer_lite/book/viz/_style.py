@@ -24,6 +24,7 @@ def _as_2d(weights: Tensor | np.ndarray) -> np.ndarray:
     return w
 
 
+# distinguishable, colour-blind safe
 _LINE_COLORS = [
     "#3b528b",
     "#21918c",
@@ -31,7 +32,7 @@ _LINE_COLORS = [
     "#e6a100",
     "#5ec962",
     "#440154",
-]  # distinguishable, colour-blind safe
+]
 _MARKERS = ["o", "s", "D", "^", "v", "P"]
 
 
