@@ -680,8 +680,8 @@ def test_mha_rejects_bad_mask_rank(mask_shape):
     shape_text = re.escape(str(mask_shape))
     with pytest.raises(
         ValueError,
-        match=rf"expected attn_mask of shape \(L, S\), \(B, L, S\) or \(B, H, L, S\), "
-        rf"received {shape_text}",
+        match=rf"expected attn_mask of shape \(L, S\), \(B, L, S\), \(B, 1, L, S\) or "
+        rf"\(B, 2, L, S\), received {shape_text}",
     ):
         mha(x, x, x, attn_mask=torch.ones(mask_shape, dtype=torch.bool))
 

@@ -23,6 +23,7 @@ __all__ = [
     "check_attention_inputs",
     "check_mask",
     "check_dropout",
+    "heads_mask",
     "check_projection_inputs",
     "check_heads",
     "check_positions",
@@ -255,6 +256,29 @@ def check_mask(attn_mask, batch_shape: torch.Size, L: int, S: int) -> None:
             f"attn_mask: expected dtype torch.bool (True = may attend) or a floating dtype "
             f"(added to the scores), received {attn_mask.dtype}"
         )
+
+
+def heads_mask(owner: str, attn_mask, n_heads: int):
+    """Check the rank of a module's ``attn_mask`` and give a per-sequence mask its head axis.
+
+    The attention modules and blocks take ``(L, S)``, ``(B, L, S)`` (one mask per sequence,
+    shared by the heads) or ``(B, 1|H, L, S)``. Returns ``(B, L, S)`` as ``(B, 1, L, S)`` and
+    any other mask as given (``None``, or a non-tensor that :func:`check_mask` then refuses);
+    whether it broadcasts against the scores is :func:`check_mask`'s to check.
+
+    Raises:
+        ValueError: ``"{owner}: expected attn_mask of shape (L, S), (B, L, S), (B, 1, L, S) or
+            (B, 4, L, S), received (3,)"``.
+    """
+    if not isinstance(attn_mask, Tensor):
+        return attn_mask
+    dims = attn_mask.dim()
+    if dims not in (2, 3, 4) or (dims == 4 and attn_mask.shape[1] not in (1, n_heads)):
+        raise ValueError(
+            f"{owner}: expected attn_mask of shape (L, S), (B, L, S), (B, 1, L, S) or "
+            f"(B, {n_heads}, L, S), received {tuple(attn_mask.shape)}"
+        )
+    return attn_mask.unsqueeze(1) if dims == 3 else attn_mask
 
 
 def check_dropout(owner: str, p) -> None:

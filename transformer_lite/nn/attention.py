@@ -47,6 +47,7 @@ from ..checks import (
     check_positive_sizes,
     check_projection_inputs,
     check_sequences,
+    heads_mask,
 )
 from .dtypes import compute_dtype
 from .masks import bool_to_additive_mask, causal_mask
@@ -245,15 +246,8 @@ class MultiHeadAttention(nn.Module):
                 has an unsupported shape or dtype.
         """
         check_projection_inputs("MultiHeadAttention", self.d_model, query, key, value)
-        if attn_mask is not None and isinstance(attn_mask, Tensor):
-            if attn_mask.dim() == 3:
-                # (B, L, S) -> (B, 1, L, S): same mask for every head
-                attn_mask = attn_mask.unsqueeze(1)
-            elif attn_mask.dim() not in (2, 4):
-                raise ValueError(
-                    "MultiHeadAttention: expected attn_mask of shape (L, S), (B, L, S) or (B, H, L, S), "
-                    f"received {tuple(attn_mask.shape)}"
-                )
+        # (B, L, S) -> (B, 1, L, S): the same mask for every head
+        attn_mask = heads_mask("MultiHeadAttention", attn_mask, self.n_heads)
         B, L, _ = query.shape
         q = self._split_heads(self.q_proj(query))  # (B, H, L, d_head)
         k = self._split_heads(self.k_proj(key))  # (B, H, S, d_head)
@@ -400,14 +394,8 @@ class GroupedQueryAttention(nn.Module):
         """
         H = self.n_heads
         if attn_mask is not None:
-            dims = attn_mask.dim() if isinstance(attn_mask, Tensor) else 0
-            if dims > 4 or (dims == 4 and attn_mask.shape[1] not in (1, H)):
-                raise ValueError(
-                    f"GroupedQueryAttention: expected attn_mask of shape (L, S), (B, L, S), "
-                    f"(B, 1, L, S) or (B, {H}, L, S), received {tuple(attn_mask.shape)}"
-                )
-            if dims == 3:
-                attn_mask = attn_mask[:, None]  # (B, L, S) -> (B, 1, L, S): the same for every head
+            # (B, L, S) -> (B, 1, L, S): the same mask for every head
+            attn_mask = heads_mask("GroupedQueryAttention", attn_mask, H)
             check_mask(attn_mask, torch.Size((B, H)), L, S)
         # One additive mask M, built as scaled_dot_product_attention builds it; a single new
         # query (L = 1) is the last position and may see every key: no causal mask.
@@ -470,7 +458,11 @@ class GroupedQueryAttention(nn.Module):
         # Fold the query heads of a group into the query axis: the G heads that share a
         # key/value head become G*L rows against the same keys, one matrix product per
         # key/value head (no key/value head is copied G times). Row g*L + l is query l of
-        # the group's head g.
+        # the group's head g. The same numbers as the plain form, which copies each key/value
+        # head G times (Hugging Face's repeat_kv) and runs ordinary multi-head attention:
+        #     k = k.repeat_interleave(G, dim=1); v = v.repeat_interleave(G, dim=1)
+        #     out, weights = scaled_dot_product_attention(q, k, v, attn_mask, is_causal)
+        # (tests/test_gqa.py checks the two agree).
         q_folded = q.reshape(B, H_kv, G * L, d_head)  # (B, H, L, d_head) -> (B, H_kv, G*L, d_head)
         # (B|1, H_kv|1, G*L|1, S|1)
         mask = self._fold_mask(attn_mask, is_causal, B, L, S, compute_dtype(x.dtype), x.device)

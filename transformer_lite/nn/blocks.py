@@ -313,6 +313,7 @@ class TransformerBlock(nn.Module):
                 return self.self_attn(h, past_kv, attn_mask=attn_mask, is_causal=is_causal)
             return self.self_attn(h, h, h, attn_mask=attn_mask, is_causal=is_causal)
 
+        # present: [] from multi-head attention, [(keys, values)] from grouped-query attention
         x, weights, *present = residual(
             x, self_attention, self.norm1, self.dropout1, self.norm_first
         )

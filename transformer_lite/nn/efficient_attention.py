@@ -32,6 +32,8 @@ from .dtypes import compute_dtype
 
 __all__ = ["memory_efficient_attention"]
 
+_NAME = "memory_efficient_attention"  # in the error messages, also those of _block_sizes
+
 
 def _block_sizes(block_size: int | tuple[int, int]) -> tuple[int, int]:
     sizes = (block_size, block_size) if not isinstance(block_size, tuple) else block_size
@@ -43,9 +45,6 @@ def _block_sizes(block_size: int | tuple[int, int]) -> tuple[int, int]:
             f"(query block, key block), received {block_size!r}"
         )
     return sizes
-
-
-_NAME = "memory_efficient_attention"  # in the error messages, also those of _block_sizes
 
 
 def memory_efficient_attention(

@@ -354,9 +354,8 @@ def alibi_bias(
     if not dtype.is_floating_point:
         raise ValueError(f"alibi_bias: expected a floating dtype, received {dtype}")
     slopes = alibi_slopes(n_heads, dtype=torch.float64, device=device)[:, None, None]  # (H, 1, 1)
-    rel = relative_positions(
-        L, S, device
-    ).double()  # (L, S): j - p_i, negative for keys in the past
+    # (L, S): j - p_i, negative for keys in the past
+    rel = relative_positions(L, S, device).double()
     if causal:
         # (H, L, S); keys after the query are forbidden
         bias = (slopes * rel).masked_fill(rel > 0, float("-inf"))
