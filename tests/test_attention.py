@@ -673,7 +673,7 @@ def test_mha_rejects_key_value_length_mismatch():
         mha(x, x, torch.zeros(2, 4, 8))
 
 
-@pytest.mark.parametrize("mask_shape", [(3,), (2, 2, 1, 3, 3)])
+@pytest.mark.parametrize("mask_shape", [(3,), (2, 2, 1, 3, 3), (2, 3, 3, 3)])
 def test_mha_rejects_bad_mask_rank(mask_shape):
     mha = MultiHeadAttention(8, 2)
     x = torch.zeros(2, 3, 8)
