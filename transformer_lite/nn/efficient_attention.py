@@ -35,18 +35,6 @@ __all__ = ["memory_efficient_attention"]
 _NAME = "memory_efficient_attention"  # in the error messages, also those of _block_sizes
 
 
-def _block_sizes(block_size: int | tuple[int, int]) -> tuple[int, int]:
-    sizes = (block_size, block_size) if not isinstance(block_size, tuple) else block_size
-    if len(sizes) != 2 or any(
-        isinstance(b, bool) or not isinstance(b, int) or b < 1 for b in sizes
-    ):
-        raise ValueError(
-            f"{_NAME}: expected block_size to be a positive int or a pair of positive ints "
-            f"(query block, key block), received {block_size!r}"
-        )
-    return sizes
-
-
 def memory_efficient_attention(
     query: Tensor,
     key: Tensor,
@@ -151,3 +139,15 @@ def memory_efficient_attention(
         # Normalize once at the end; a row with no allowed key has l = 0 and acc = 0.
         out[..., i0:i1, :] = acc / torch.where(l > 0, l, torch.ones_like(l))
     return out.to(in_dtype)
+
+
+def _block_sizes(block_size: int | tuple[int, int]) -> tuple[int, int]:
+    sizes = (block_size, block_size) if not isinstance(block_size, tuple) else block_size
+    if len(sizes) != 2 or any(
+        isinstance(b, bool) or not isinstance(b, int) or b < 1 for b in sizes
+    ):
+        raise ValueError(
+            f"{_NAME}: expected block_size to be a positive int or a pair of positive ints "
+            f"(query block, key block), received {block_size!r}"
+        )
+    return sizes
