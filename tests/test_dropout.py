@@ -181,3 +181,10 @@ def test_modules_refuse_a_dropout_outside_zero_one_when_built(build, p):
         ValueError, match=rf"expected a dropout probability 0 <= p < 1, received {p!r}"
     ):
         build(p)
+
+
+@pytest.mark.parametrize("block", [tl.TransformerBlock, tl.DecoderBlock])
+def test_blocks_name_themselves_when_refusing_a_dropout(block):
+    # the error comes from the public entry point, not from the attention module inside
+    with pytest.raises(ValueError, match=rf"^{block.__name__}: expected a dropout probability"):
+        block(8, 2, 16, dropout=1.0)

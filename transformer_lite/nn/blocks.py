@@ -251,6 +251,7 @@ class TransformerBlock(nn.Module):
         rotary: RotaryEmbedding | None = None,
     ) -> None:
         super().__init__()
+        check_dropout("TransformerBlock", dropout)  # here, so the message names this block
         if rotary is not None and n_kv_heads is None:
             raise ValueError(
                 "TransformerBlock: a rotary embedding needs grouped-query attention: expected "
@@ -385,6 +386,7 @@ class DecoderBlock(nn.Module):
         eps: float = 1e-5,
     ) -> None:
         super().__init__()
+        check_dropout("DecoderBlock", dropout)  # here, so the message names this block
         self.d_model, self.norm_first = d_model, norm_first
         self.self_attn = MultiHeadAttention(d_model, n_heads, dropout=dropout)
         self.cross_attn = MultiHeadAttention(d_model, n_heads, dropout=dropout)
