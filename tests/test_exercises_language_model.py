@@ -360,6 +360,15 @@ def test_kv_cache_bytes_accepts_the_formula(capsys):
     assert "all checks passed" in capsys.readouterr().out
 
 
+def test_kv_cache_checker_leaves_the_readers_random_state_alone():
+    # the checker seeds its own models; a reader's later torch.randn must not depend on it
+    torch.manual_seed(123)
+    expected = torch.rand(3)
+    torch.manual_seed(123)
+    check_kv_cache_bytes(kv_bytes)
+    assert torch.equal(torch.rand(3), expected)
+
+
 @pytest.mark.parametrize(
     "fn, mistake",
     [
