@@ -4,7 +4,7 @@ the built book shows static figures in their place.
 
 from __future__ import annotations
 
-import ipywidgets
+import ipywidgets as widgets
 import matplotlib.pyplot as plt
 import torch
 
@@ -31,8 +31,8 @@ __all__ = [
 def _text_input(value: str, description: str, multiline: bool = False, **size):
     """A text field that calls back when the reader presses Enter or leaves it, not at every key;
     ``size`` (width, height as CSS lengths) sets its box."""
-    field = ipywidgets.Textarea if multiline else ipywidgets.Text
-    layout = ipywidgets.Layout(**size)
+    field = widgets.Textarea if multiline else widgets.Text
+    layout = widgets.Layout(**size)
     return field(value=value, description=description, continuous_update=False, layout=layout)
 
 
@@ -66,11 +66,11 @@ def attention_explorer(
         )
         plt.show()
 
-    return ipywidgets.interactive(
+    return widgets.interactive(
         show,
         text=_text_input(text, "sentence", width="520px"),
-        layer=ipywidgets.IntSlider(value=0, min=0, max=n_layers - 1, description="layer"),
-        head=ipywidgets.IntSlider(value=2, min=0, max=n_heads - 1, description="head"),
+        layer=widgets.IntSlider(value=0, min=0, max=n_layers - 1, description="layer"),
+        head=widgets.IntSlider(value=2, min=0, max=n_heads - 1, description="head"),
     )
 
 
@@ -91,11 +91,11 @@ def mask_explorer():
         plot_mask(causal & pad, title="both (logical and)", ax=axes[2])
         plt.show()
 
-    return ipywidgets.interactive(
+    return widgets.interactive(
         show,
-        L=ipywidgets.IntSlider(value=4, min=1, max=12, description="L (queries)"),
-        S=ipywidgets.IntSlider(value=6, min=1, max=12, description="S (keys)"),
-        real_keys=ipywidgets.IntSlider(value=5, min=0, max=12, description="real keys"),
+        L=widgets.IntSlider(value=4, min=1, max=12, description="L (queries)"),
+        S=widgets.IntSlider(value=6, min=1, max=12, description="S (keys)"),
+        real_keys=widgets.IntSlider(value=5, min=0, max=12, description="real keys"),
     )
 
 
@@ -139,13 +139,11 @@ def positional_explorer(max_position: int = 128):
         )
         plt.show()
 
-    return ipywidgets.interactive(
+    return widgets.interactive(
         show,
-        d_model=ipywidgets.IntSlider(value=64, min=2, max=256, step=2, description="d_model"),
-        p=ipywidgets.IntSlider(value=10, min=0, max=max_position, description="position p"),
-        k=ipywidgets.IntSlider(
-            value=5, min=-max_position, max=max_position, description="offset k"
-        ),
+        d_model=widgets.IntSlider(value=64, min=2, max=256, step=2, description="d_model"),
+        p=widgets.IntSlider(value=10, min=0, max=max_position, description="position p"),
+        k=widgets.IntSlider(value=5, min=-max_position, max=max_position, description="offset k"),
     )
 
 
@@ -186,11 +184,11 @@ def gradient_norm_explorer(vocab_size: int = 6, seq_len: int = 8):
         ax.legend()
         plt.show()
 
-    return ipywidgets.interactive(
+    return widgets.interactive(
         show,
-        n_layers=ipywidgets.IntSlider(value=12, min=1, max=64, description="layers"),
-        d_model=ipywidgets.Dropdown(options=[16, 32, 64, 128], value=32, description="d_model"),
-        seed=ipywidgets.IntSlider(value=0, min=0, max=9, description="seed"),
+        n_layers=widgets.IntSlider(value=12, min=1, max=64, description="layers"),
+        d_model=widgets.Dropdown(options=[16, 32, 64, 128], value=32, description="d_model"),
+        seed=widgets.IntSlider(value=0, min=0, max=9, description="seed"),
     )
 
 
@@ -233,10 +231,10 @@ def reversal_explorer(model, text: str = "abcdefg", layer: int = -1):
         )
         plt.show()
 
-    return ipywidgets.interactive(
+    return widgets.interactive(
         show,
         text=_text_input(text, "letters a-j"),
-        layer=ipywidgets.IntSlider(
+        layer=widgets.IntSlider(
             value=layer % n_layers, min=0, max=n_layers - 1, description="layer (0-based)"
         ),
     )
@@ -272,18 +270,18 @@ def rnn_gradient_explorer(hidden_size: int = 64):
         ax.legend()
         plt.show()
 
-    return ipywidgets.interactive(
+    return widgets.interactive(
         show,
-        spectral_radius=ipywidgets.FloatSlider(
+        spectral_radius=widgets.FloatSlider(
             value=1.0, min=0.0, max=2.0, step=0.05, description="radius"
         ),
-        nonlinearity=ipywidgets.Dropdown(
+        nonlinearity=widgets.Dropdown(
             options=["tanh", "relu"], value="tanh", description="nonlinearity"
         ),
-        input_scale=ipywidgets.FloatLogSlider(
+        input_scale=widgets.FloatLogSlider(
             value=0.01, base=10, min=-3, max=1, step=0.25, description="input std"
         ),
-        lag=ipywidgets.IntSlider(value=60, min=1, max=200, description="steps T"),
+        lag=widgets.IntSlider(value=60, min=1, max=200, description="steps T"),
     )
 
 
@@ -339,17 +337,15 @@ def generation_explorer(model, vocab, prompt: str = "ROMEO\n"):
         print(prompt + vocab.decode(out[0, ids.shape[1] :]))
 
     wide = dict(description_width="initial")  # long descriptions stay readable
-    return ipywidgets.interactive(
+    return widgets.interactive(
         show,
         prompt=_text_input(prompt, "prompt", multiline=True, width="520px", height="60px"),
-        temperature=ipywidgets.FloatSlider(
+        temperature=widgets.FloatSlider(
             value=0.8, min=0.0, max=2.0, step=0.05, description="temperature", style=wide
         ),
-        top_k=ipywidgets.IntSlider(
-            value=0, min=0, max=V, description="top_k (0 = all)", style=wide
-        ),
-        length=ipywidgets.IntSlider(
+        top_k=widgets.IntSlider(value=0, min=0, max=V, description="top_k (0 = all)", style=wide),
+        length=widgets.IntSlider(
             value=200, min=20, max=400, description="new characters", style=wide
         ),
-        seed=ipywidgets.IntSlider(value=0, min=0, max=99, description="seed", style=wide),
+        seed=widgets.IntSlider(value=0, min=0, max=99, description="seed", style=wide),
     )
