@@ -31,6 +31,7 @@ from transformer_lite.book.jacobians import (
     attention_gradient_norm_vs_lag,
     autograd_step_jacobians,
     gradient_norm_vs_lag,
+    input_gradient_norm_vs_lag,
     jacobian_product,
     recurrent_weight,
     rnn_step_jacobians,
@@ -360,3 +361,59 @@ def test_empty_sequence_gives_only_lag_zero():
     assert jac.shape == (2, 0, 3, 3)
     lags, norms = gradient_norm_vs_lag(jac)
     assert lags.tolist() == [0] and torch.allclose(norms, torch.ones(2, 1))
+
+
+# --------------------------------------------------------------------------- 6. input to output, any model
+# Oracles: autograd of torch's own nn.RNN / nn.GRU (copied weights, float64) with respect to each input x_s;
+# the chain rule written out for the Elman RNN, dh_T/dh_{s+1} diag(1 - h_{s+1}**2) W_ih; the identity layer.
+
+
+@pytest.mark.parametrize("kind", ["rnn", "gru"])
+@pytest.mark.parametrize("norm", ["spectral", "fro"])
+def test_input_gradient_norms_match_autograd_of_torch_recurrent_layers(kind, norm):
+    torch.manual_seed(30)
+    B, L, D, H = 2, 6, 3, 4
+    m = (nn.RNN if kind == "rnn" else nn.GRU)(D, H, batch_first=True).to(F64)
+    ours = (RNN if kind == "rnn" else GRU).from_torch(m)
+    x = torch.randn(B, L, D, dtype=F64, generator=torch.Generator().manual_seed(30))
+
+    lags, norms = input_gradient_norm_vs_lag(ours, x, norm=norm)
+
+    def last_state(xs):  # (B, L, D) -> (B, H): torch's h_L
+        return m(xs)[1][0]
+
+    full = torch.autograd.functional.jacobian(last_state, x)  # (B, H, B, L, D)
+    ord_ = 2 if norm == "spectral" else "fro"
+    assert lags.tolist() == list(range(L)) and norms.shape == (B, L)
+    for b in range(B):
+        for k in range(L):
+            expected = torch.linalg.matrix_norm(full[b, :, b, L - 1 - k], ord=ord_)
+            close(norms[b, k], expected)
+
+
+def test_input_gradient_norms_follow_the_chain_rule_of_the_elman_rnn():
+    torch.manual_seed(31)
+    L, D, H = 7, 3, 5
+    rnn = RNN(D, H).to(F64)
+    x = torch.randn(1, L, D, dtype=F64, generator=torch.Generator().manual_seed(31))
+    h, _ = rnn(x)  # (1, L, H): h[:, s] = h_{s+1}
+    jac = rnn_step_jacobians(rnn, x)
+    t = 4  # output h_5, reached by x_0 .. x_4
+    _, norms = input_gradient_norm_vs_lag(rnn, x, t=t)
+    assert norms.shape == (1, t + 1)
+    for k in range(t + 1):
+        s = t - k
+        input_jacobian = torch.diag(1 - h[0, s] ** 2) @ rnn.weight_ih  # dh_{s+1}/dx_s, (H, D)
+        chain = jacobian_product(jac, s + 1, t + 1)[0] @ input_jacobian  # (H, D)
+        close(norms[0, k], torch.linalg.matrix_norm(chain, ord=2))
+
+
+def test_input_gradient_norms_of_the_identity_are_one_at_lag_zero_only():
+    x = torch.randn(2, 5, 3, dtype=F64)
+    lags, norms = input_gradient_norm_vs_lag(torch.nn.Identity(), x)
+    assert lags.tolist() == [0, 1, 2, 3, 4]
+    assert torch.equal(norms, torch.tensor([[1.0, 0, 0, 0, 0]] * 2, dtype=F64))
+    with pytest.raises(ValueError, match="0 <= t < L = 5, received t=5"):
+        input_gradient_norm_vs_lag(torch.nn.Identity(), x, t=5)
+    with pytest.raises(ValueError, match="norm 'spectral' or 'fro', received 'max'"):
+        input_gradient_norm_vs_lag(torch.nn.Identity(), x, norm="max")

@@ -43,6 +43,7 @@ __all__ = [
     "jacobian_product",
     "gradient_norm_vs_lag",
     "attention_gradient_norm_vs_lag",
+    "input_gradient_norm_vs_lag",
 ]
 
 _NORMS = {"spectral": 2, "fro": "fro"}
@@ -322,3 +323,44 @@ def attention_gradient_norm_vs_lag(
         jac = torch.func.jacrev(output_at_t)(x[b])  # (D', L, D): d y_t[i] / d x_s[j]
         rows.append(_matrix_norm(jac.permute(1, 0, 2), norm))  # (L, D', D) -> (L,)
     return t - torch.arange(L), torch.stack(rows).detach()  # (L,), (B, L)
+
+
+def input_gradient_norm_vs_lag(
+    model: Callable[[Tensor], Tensor | tuple],
+    x: Tensor,
+    t: int | None = None,
+    norm: str = "spectral",
+) -> tuple[Tensor, Tensor]:
+    """``||dy_t/dx_{t-k}||`` for every lag ``k = 0 .. t``, input to output, for any causal sequence model.
+
+    The one quantity that can be compared across a recurrent network and self-attention:
+    for our :class:`RNN` or :class:`GRU` the output at ``t`` is the state ``h_{t+1}``
+    (states are numbered from 1, inputs from 0), so the norm is ``||dh_{t+1}/dx_{t-k}||``,
+    by the chain rule ``(dh_{t+1}/dh_{s+1}) (dh_{s+1}/dx_s)`` with ``s = t - k``: a
+    product of ``k`` step Jacobians (Pascanu et al., 2013, Eq. 5) times one input
+    Jacobian. For one self-attention layer it is the direct path of
+    :func:`attention_gradient_norm_vs_lag`, which computes the same norms by input position
+    (this function reorders them by lag and drops the future inputs).
+
+    Args:
+        model: maps ``(B, L, D)`` to ``(B, L, D')`` (a tuple's first element is used, so our
+            ``RNN`` and ``GRU`` can be passed as they are: their first output is every state),
+            treating examples independently; in ``eval()`` mode if it has dropout.
+        x: ``(B, L, D)`` input.
+        t: output position (0-based), ``0 <= t < L``; defaults to ``L - 1`` (for a recurrent
+            model: the last state ``h_L``).
+        norm: ``"spectral"`` or ``"fro"``, as in :func:`gradient_norm_vs_lag`.
+
+    Returns:
+        ``(lags, norms)``: ``lags`` is ``arange(t + 1)`` (int64, ``(t + 1,)``) and ``norms``
+        ``(B, t + 1)`` with ``norms[:, k] = ||dy_t/dx_{t-k}||``, each Jacobian ``(D', D)``;
+        detached.
+
+    Raises:
+        ValueError: as :func:`attention_gradient_norm_vs_lag` (``x`` not ``(B, L, D)``,
+            ``t`` out of range, unknown ``norm``).
+    """
+    by_position_lags, by_position = attention_gradient_norm_vs_lag(model, x, t=t, norm=norm)
+    t = int(by_position_lags[0])  # lags t - s for s = 0 .. L - 1: the first is t
+    # positions s = t, t - 1, ..., 0 are lags 0 .. t
+    return torch.arange(t + 1), by_position[:, : t + 1].flip(1)  # (t + 1,), (B, t + 1)
