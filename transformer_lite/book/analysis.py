@@ -21,6 +21,7 @@ __all__ = [
     "transformed_values",
     "norm_shares",
     "attention_value_norms",
+    "softmax_jacobian",
 ]
 
 
@@ -194,3 +195,31 @@ def attention_value_norms(model: nn.Module, *args, **kwargs) -> tuple[list[Tenso
         for h in handles:
             h.remove()
     return weights, norms
+
+
+def softmax_jacobian(weights: Tensor) -> Tensor:
+    """The Jacobian of the softmax at its output: ``J = diag(a) - a a^T``, ``J_ij = da_i/dz_j``.
+
+    For ``a = softmax(z)`` over the last dimension, ``da_i/dz_j = a_i (1[i = j] - a_j)``:
+    ``a_j (1 - a_j)`` on the diagonal, ``-a_i a_j`` off it. ``J`` is symmetric and positive
+    semi-definite, each row sums to 0 (adding a constant to every score changes nothing),
+    and its largest eigenvalue, its spectral norm, lies between 0 (one weight equal to 1,
+    a saturated softmax that passes no gradient) and 1/2 (two weights of 1/2). Vaswani et
+    al. (2017), Sec. 3.2.1, suspect that this gradient becomes extremely small
+    for large dot products, their reason for scaling them by ``1/sqrt(d_k)``.
+
+    Args:
+        weights: softmax outputs ``(..., S)``, each row non-negative and summing to 1.
+
+    Returns:
+        ``(..., S, S)``: one Jacobian per row, in the dtype of ``weights``.
+
+    Raises:
+        ValueError: if ``weights`` has no dimension.
+    """
+    if weights.dim() < 1:
+        raise ValueError(
+            f"softmax_jacobian: expected weights of shape (..., S), received {tuple(weights.shape)}"
+        )
+    # (..., S, S): diag(a) - outer(a, a)
+    return torch.diag_embed(weights) - weights.unsqueeze(-1) * weights.unsqueeze(-2)
