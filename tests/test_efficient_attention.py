@@ -242,3 +242,28 @@ def test_errors():
     for bad in (0, -2, True, 2.0, (2,), (2, 0), (1, 2, 3)):
         with pytest.raises(ValueError, match="block_size to be a positive int or a pair"):
             memory_efficient_attention(q, k, v, block_size=bad)
+
+
+def test_autograd_keeps_the_tiles_so_training_memory_is_not_reduced():
+    # The Memory section of the docstring: with autograd recording, every tile of
+    # exp(scores - m) is saved for the backward pass, so a forward + backward holds at least
+    # one whole L x S score matrix in pieces (chapter 7 measures it against L). Oracle: the
+    # byte count of one (B*H, L, S) float32 matrix; and a known allocation in a backward pass.
+    def backward_of_exp(x):
+        x.exp().sum().backward()  # exp saves its 4 MB output; backward allocates x.grad (4 MB)
+
+    x = torch.randn(1_000_000, requires_grad=True)
+    assert peak_allocated_bytes(backward_of_exp, x) >= 8_000_000  # the backward is seen
+
+    q, k, v, _ = make_qkv((2,), 512, 512, 16, 16, seed=11, dtype=torch.float32)
+    for t in (q, k, v):
+        t.requires_grad_(True)
+    score_bytes = 2 * 512 * 512 * 4
+
+    def training_step():
+        memory_efficient_attention(q, k, v, block_size=64).sum().backward()
+
+    with torch.no_grad():
+        inference = peak_allocated_bytes(memory_efficient_attention, q, k, v, block_size=64)
+    assert inference < score_bytes / 4
+    assert peak_allocated_bytes(training_step) >= score_bytes
