@@ -157,3 +157,35 @@ def test_search_finds_a_chapter(server, browser):
         visit.page.wait_for_selector("#search-results li", timeout=15000)
         results = visit.page.inner_text("#search-results")
         assert "Causal masks" in results
+
+
+def test_a_phone_scrolls_the_page_and_nothing_is_wider_than_the_screen(site, server, browser):
+    """A 390 px touch screen: no page is wider than the screen (inline code and display equations
+    wrap or scroll inside their own box), and every plotly figure is drawn with dragmode off, so a
+    swipe scrolls the page instead of zooming the figure (book/_ext/plotly_touch.js). A mouse keeps
+    plotly's zoom."""
+    wide, zooming = [], []
+    for touch in (True, False):
+        context = browser.new_context(
+            viewport={"width": 390, "height": 844}, is_mobile=touch, has_touch=touch
+        )
+        page = context.new_page()
+        for name in site_pages(site):
+            page.goto(f"{server}/{name}", wait_until="load")
+            if page.evaluate("() => !!document.querySelector('script[src*=mathjax]')"):
+                page.wait_for_function(
+                    "() => window.MathJax && MathJax.startup && MathJax.startup.promise"
+                )
+                page.evaluate("() => MathJax.startup.promise")
+            width = page.evaluate("() => document.documentElement.scrollWidth")
+            if touch and width > 390:
+                wide.append(f"{name}: {width} px")
+            modes = page.evaluate(
+                "() => [...document.querySelectorAll('.js-plotly-plot')]"
+                ".map(g => g._fullLayout.dragmode)"
+            )
+            expected = False if touch else "zoom"
+            zooming += [f"{name} (touch={touch}): {m}" for m in modes if m != expected]
+        context.close()
+    assert wide == [], f"pages wider than a 390 px phone: {wide}"
+    assert zooming == [], f"plotly figures with the wrong dragmode: {zooming}"
