@@ -170,7 +170,8 @@ def test_a_phone_scrolls_the_page_and_nothing_is_wider_than_the_screen(site, ser
             viewport={"width": 390, "height": 844}, is_mobile=touch, has_touch=touch
         )
         page = context.new_page()
-        for name in site_pages(site):
+        # index.html only redirects to intro.html (a meta refresh would navigate mid-measurement)
+        for name in [n for n in site_pages(site) if n != "index.html"]:
             page.goto(f"{server}/{name}", wait_until="load")
             if page.evaluate("() => !!document.querySelector('script[src*=mathjax]')"):
                 page.wait_for_function(
