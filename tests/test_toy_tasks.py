@@ -250,3 +250,138 @@ def test_train_delayed_recall_learns_a_short_lag():
         tt.train_delayed_recall(GRULanguageModel(4, 16), lag=1, steps=150, n_symbols=4, lr=1e-2)
         > 0.95
     )
+
+
+# Delayed recall with a random prefix (max_prefix = P > 0): the offset stays k, the answer's absolute position moves.
+
+
+@SETTINGS
+@given(
+    batch=BATCHES,
+    lag=st.integers(1, 9),
+    max_prefix=st.integers(1, 6),
+    n_symbols=st.integers(2, 9),
+    seed=SEEDS,
+)
+def test_random_prefix_keeps_the_answer_lag_steps_before_the_last(
+    batch, lag, max_prefix, n_symbols, seed
+):
+    tokens, answers = tt.make_delayed_recall_batch(
+        batch, lag, n_symbols, generator=torch.Generator().manual_seed(seed), max_prefix=max_prefix
+    )
+    length = tokens.shape[1]
+    assert lag + 1 <= length <= lag + 1 + max_prefix and answers.shape == (batch,)
+    for row, answer in zip(tokens.tolist(), answers.tolist()):
+        assert all(0 <= v < n_symbols for v in row)
+        assert answer == row[::-1][lag]  # k back from the last token, whatever the length
+
+
+def test_random_prefix_lengths_cover_the_whole_range_uniformly():
+    gen = torch.Generator().manual_seed(0)
+    lengths = [
+        tt.make_delayed_recall_batch(2, 3, 4, generator=gen, max_prefix=5)[0].shape[1]
+        for _ in range(1200)
+    ]
+    assert set(lengths) == {4, 5, 6, 7, 8, 9}  # 3 + 1 + p for p = 0 .. 5
+    # each of the 6 lengths about 200 times (binomial sd ~ 13)
+    assert all(140 < lengths.count(n) < 260 for n in set(lengths))
+
+
+def test_max_prefix_zero_is_the_original_task_bit_for_bit():
+    # the original task by hand: lag + 1 uniform symbols, the answer the first of them
+    expected = torch.randint(0, 5, (7, 4), generator=torch.Generator().manual_seed(11))
+    for extra in ({}, {"max_prefix": 0}):
+        tokens, answers = tt.make_delayed_recall_batch(
+            7, 3, 5, generator=torch.Generator().manual_seed(11), **extra
+        )
+        assert torch.equal(tokens, expected) and torch.equal(answers, expected[:, 0])
+
+
+def test_eval_lengths_by_hand():
+    assert tt.delayed_recall_eval_lengths(3, 10, 2) == [(4, 4), (5, 3), (6, 3)]
+    assert tt.delayed_recall_eval_lengths(1, 6, 5) == [(n, 1) for n in range(2, 8)]
+    assert tt.delayed_recall_eval_lengths(5, 7) == [(6, 7)]
+    with pytest.raises(ValueError, match="delayed_recall_eval_lengths: expected n_eval"):
+        tt.delayed_recall_eval_lengths(3, 2, 2)
+
+
+class _Spy(_Reader):
+    """A `_Reader` that also records the length of every batch it reads."""
+
+    def __init__(self, read_back, n_symbols):
+        super().__init__(read_back, n_symbols)
+        self.seen = []
+
+    def forward(self, ids):
+        self.seen.append((self.training, ids.shape[0], ids.shape[1]))
+        return super().forward(ids)
+
+
+def test_train_with_random_prefix_draws_lengths_and_tests_every_one():
+    spy = _Spy(4, 5)
+    got = tt.train_delayed_recall(
+        spy, 4, steps=60, batch_size=3, n_symbols=5, seed=2, n_eval=50, max_prefix=3
+    )
+    assert got == 1.0  # reading 4 back is right at every length
+    train = [n for training, _, n in spy.seen if training]
+    assert len(train) == 60 and set(train) == {5, 6, 7, 8}
+    held_out = [(n, b) for training, b, n in spy.seen if not training]
+    assert held_out == [(5, 13), (6, 13), (7, 12), (8, 12)]  # 50 split over 4 lengths
+
+
+class _FirstTokenReader(_Reader):
+    """The shortcut of the original task: output the token at absolute position 0, whatever the length."""
+
+    def forward(self, ids):
+        first = ids[:, :1].expand_as(ids)  # (B, L)
+        return 100.0 * torch.nn.functional.one_hot(first, self.n_symbols).double() + self.unused
+
+
+def test_the_position_zero_shortcut_is_perfect_only_without_a_prefix():
+    lag, n_symbols, n_eval, prefix = 3, 5, 600, 4
+    fixed = tt.train_delayed_recall(
+        _FirstTokenReader(0, n_symbols), lag, steps=1, n_symbols=n_symbols, n_eval=n_eval
+    )
+    assert fixed == 1.0
+    # with a prefix it is right when the answer is at position 0 (1 length in 5) or equals the first token
+    gen = torch.Generator().manual_seed(0 + 10_000)
+    hits = 0
+    for length, count in tt.delayed_recall_eval_lengths(lag, n_eval, prefix):
+        tokens, answers = tt.make_delayed_recall_batch(count, lag, n_symbols, length, gen)
+        hits += sum(row[0] == a for row, a in zip(tokens.tolist(), answers.tolist()))
+    moved = tt.train_delayed_recall(
+        _FirstTokenReader(0, n_symbols),
+        lag,
+        steps=1,
+        n_symbols=n_symbols,
+        n_eval=n_eval,
+        max_prefix=prefix,
+    )
+    assert moved == pytest.approx(hits / n_eval)
+    assert 0.2 < moved < 0.5  # expected 1/5 + 4/5 * 1/5 = 0.36
+
+
+@pytest.mark.parametrize(
+    "call, match",
+    [
+        (
+            dict(batch_size=2, lag=2, max_prefix=-1),
+            "make_delayed_recall_batch: expected max_prefix",
+        ),
+        (dict(batch_size=2, lag=2, length=5, max_prefix=2), "expected length None"),
+    ],
+)
+def test_random_prefix_errors(call, match):
+    with pytest.raises(ValueError, match=match):
+        tt.make_delayed_recall_batch(**call)
+
+
+def test_train_with_random_prefix_errors_before_training():
+    spy = _Spy(2, 4)
+    with pytest.raises(ValueError, match="train_delayed_recall: expected length None"):
+        tt.train_delayed_recall(spy, 2, steps=5, n_symbols=4, length=6, max_prefix=2)
+    with pytest.raises(ValueError, match="delayed_recall_eval_lengths: expected n_eval"):
+        tt.train_delayed_recall(spy, 2, steps=5, n_symbols=4, n_eval=2, max_prefix=2)
+    with pytest.raises(ValueError, match="train_delayed_recall: expected max_prefix"):
+        tt.train_delayed_recall(spy, 2, steps=5, n_symbols=4, max_prefix=-2)
+    assert spy.seen == []  # no step was taken

@@ -40,6 +40,7 @@ __all__ = [
     "symbols_to_ids",
     "ids_to_symbols",
     "make_delayed_recall_batch",
+    "delayed_recall_eval_lengths",
     "train_delayed_recall",
 ]
 
@@ -298,6 +299,7 @@ def make_delayed_recall_batch(
     n_symbols: int = 8,
     length: int | None = None,
     generator: torch.Generator | None = None,
+    max_prefix: int = 0,
 ) -> tuple[Tensor, Tensor]:
     """Random symbol sequences and, as the answer, the symbol ``lag`` positions before the last one.
 
@@ -309,28 +311,77 @@ def make_delayed_recall_batch(
     the long-time-lag experiments of Hochreiter & Schmidhuber (1997, Sec. 5) and of
     Bengio et al. (1994, Sec. 4), reduced to one answer per sequence.
 
+    With the default ``length = lag + 1`` the answer is always the *first* token, at
+    absolute position 0, so a model with absolute positions can solve the task by looking
+    up position 0 without measuring any offset. ``max_prefix = P > 0`` removes that
+    shortcut: the batch's length is drawn uniformly from ``lag + 1 .. lag + 1 + P`` (one
+    length for the whole batch, so no padding is needed), and the answer's absolute
+    position ``L - 1 - lag`` moves over ``0 .. P`` while the offset ``lag`` stays fixed.
+
     Args:
         batch_size: number of examples B, ``>= 1``.
         lag: how many steps back the answer lies, ``k >= 1``.
         n_symbols: alphabet size, ``>= 2`` (chance accuracy is ``1 / n_symbols``).
         length: sequence length L, ``>= lag + 1``; default ``lag + 1`` (the answer is then the first token).
+            Must stay ``None`` when ``max_prefix > 0``.
         generator: a seeded ``torch.Generator`` for reproducible batches.
+        max_prefix: the largest number P of tokens before the answer, ``>= 0``; ``0`` (the
+            default) draws nothing extra from ``generator``, so its batches are the ones of
+            a call without the argument.
 
     Returns:
         ``(tokens, answers)``, int64: ``tokens`` ``(B, L)`` and ``answers`` ``(B,)``
         with ``answers[b] == tokens[b, L - 1 - lag]``.
 
     Raises:
-        ValueError: for sizes that are not ints in range, or ``length < lag + 1``.
+        ValueError: for sizes that are not ints in range, ``length < lag + 1``, or
+            ``length`` given together with ``max_prefix > 0``.
     """
     owner = "make_delayed_recall_batch"
     check_positive_int(owner, "batch_size", batch_size)
     check_positive_int(owner, "lag", lag)
     check_int_at_least(owner, "n_symbols", n_symbols, 2)
+    check_int_at_least(owner, "max_prefix", max_prefix, 0)
+    if max_prefix > 0:
+        if length is not None:
+            raise ValueError(
+                f"{owner}: expected length None when max_prefix > 0 (the length is drawn), "
+                f"received length={length!r}, max_prefix={max_prefix}"
+            )
+        # one length for the batch: L = lag + 1 + p, p uniform in 0 .. max_prefix
+        length = lag + 1 + int(torch.randint(0, max_prefix + 1, (1,), generator=generator))
     length = lag + 1 if length is None else length
     check_int_at_least(owner, "length", length, lag + 1)
     tokens = torch.randint(0, n_symbols, (batch_size, length), generator=generator)  # (B, L)
     return tokens, tokens[:, length - 1 - lag].clone()  # (B, L), (B,)
+
+
+def delayed_recall_eval_lengths(
+    lag: int, n_eval: int, max_prefix: int = 0
+) -> list[tuple[int, int]]:
+    """How :func:`train_delayed_recall` splits ``n_eval`` held-out sequences over the lengths.
+
+    Every length ``lag + 1 + p``, ``p = 0 .. max_prefix``, gets ``n_eval // (max_prefix + 1)``
+    sequences, and the first ``n_eval % (max_prefix + 1)`` lengths one more, so every
+    absolute position of the answer is tested and the counts add up to ``n_eval``.
+
+    Args:
+        lag: the offset k, ``>= 1``.
+        n_eval: the number of held-out sequences, ``>= max_prefix + 1``.
+        max_prefix: the largest prefix P, ``>= 0``.
+
+    Returns:
+        ``[(length, count), ...]``, ``max_prefix + 1`` pairs in increasing length.
+
+    Raises:
+        ValueError: for ints out of range, or fewer sequences than lengths.
+    """
+    owner = "delayed_recall_eval_lengths"
+    check_positive_int(owner, "lag", lag)
+    check_int_at_least(owner, "max_prefix", max_prefix, 0)
+    check_int_at_least(owner, "n_eval", n_eval, max_prefix + 1)
+    per_length, extra = divmod(n_eval, max_prefix + 1)
+    return [(lag + 1 + p, per_length + (p < extra)) for p in range(max_prefix + 1)]
 
 
 def train_delayed_recall(
@@ -343,6 +394,7 @@ def train_delayed_recall(
     seed: int = 0,
     n_eval: int = 1000,
     length: int | None = None,
+    max_prefix: int = 0,
 ) -> float:
     """Train ``model`` on :func:`make_delayed_recall_batch` and return its accuracy on fresh sequences.
 
@@ -350,30 +402,48 @@ def train_delayed_recall(
     the cross-entropy of the logits at the *last* position against the answer, and takes
     one Adam step (Kingma & Ba, 2015) with gradients clipped to global norm 1 (Pascanu et
     al., 2013). The evaluation uses ``n_eval`` sequences from a separate generator
-    (seed ``seed + 10_000``) and the model in eval mode.
+    (seed ``seed + 10_000``) and the model in eval mode. With ``max_prefix = P > 0`` every
+    training batch has its own random length, and the evaluation covers every length
+    ``lag + 1 .. lag + 1 + P`` with (nearly) equal counts (:func:`delayed_recall_eval_lengths`),
+    so the accuracy is an average over all absolute positions of the answer.
 
     Args:
         model: maps int64 ids ``(B, L)`` to logits ``(B, L, V)`` with ``V >= n_symbols``
             (e.g. :class:`~transformer_lite.models.decoder_only.DecoderOnlyTransformer` or
             :class:`~transformer_lite.models.recurrent_lm.GRULanguageModel`); trained in place.
-        lag, n_symbols, length: the task, as :func:`make_delayed_recall_batch`.
+            A model with absolute positions needs ``max_len >= lag + 1 + max_prefix``.
+        lag, n_symbols, length, max_prefix: the task, as :func:`make_delayed_recall_batch`.
         steps, batch_size, lr: the budget: optimiser steps, sequences per step, Adam's learning rate.
         seed: seeds the training batches (the model's initialisation is the caller's).
-        n_eval: number of held-out sequences for the accuracy.
+        n_eval: number of held-out sequences for the accuracy (``>= max_prefix + 1``).
 
     Returns:
         The fraction of held-out sequences whose most likely last-position token is the answer.
 
     Raises:
-        ValueError: for a non-positive ``steps`` or ``n_eval``, or as :func:`make_delayed_recall_batch`.
+        ValueError: for a non-positive ``steps`` or ``n_eval``, fewer ``n_eval`` than
+            lengths, or as :func:`make_delayed_recall_batch`.
     """
-    check_positive_int("train_delayed_recall", "steps", steps)
-    check_positive_int("train_delayed_recall", "n_eval", n_eval)
+    owner = "train_delayed_recall"
+    check_positive_int(owner, "steps", steps)
+    check_positive_int(owner, "n_eval", n_eval)
+    check_int_at_least(owner, "max_prefix", max_prefix, 0)
+    if (
+        max_prefix > 0
+    ):  # checked before training (the batches would only check it at the first step)
+        if length is not None:
+            raise ValueError(
+                f"{owner}: expected length None when max_prefix > 0 (the length is drawn), "
+                f"received length={length!r}, max_prefix={max_prefix}"
+            )
+        eval_lengths = delayed_recall_eval_lengths(lag, n_eval, max_prefix)
     train_gen = torch.Generator().manual_seed(seed)
     optimizer = torch.optim.Adam(model.parameters(), lr=lr)
     model.train()
     for _ in range(steps):
-        tokens, answers = make_delayed_recall_batch(batch_size, lag, n_symbols, length, train_gen)
+        tokens, answers = make_delayed_recall_batch(
+            batch_size, lag, n_symbols, length, train_gen, max_prefix
+        )
         logits = model(tokens)[:, -1]  # (B, V): only the last position is scored
         loss = torch.nn.functional.cross_entropy(logits, answers)
         optimizer.zero_grad()
@@ -381,9 +451,18 @@ def train_delayed_recall(
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         optimizer.step()
     model.eval()
-    tokens, answers = make_delayed_recall_batch(
-        n_eval, lag, n_symbols, length, torch.Generator().manual_seed(seed + 10_000)
-    )
+    eval_gen = torch.Generator().manual_seed(seed + 10_000)
+    if max_prefix == 0:  # one fixed length (the original task, computed as it always was)
+        tokens, answers = make_delayed_recall_batch(n_eval, lag, n_symbols, length, eval_gen)
+        with torch.no_grad():
+            predicted = model(tokens)[:, -1].argmax(dim=-1)  # (n_eval,)
+        return float((predicted == answers).float().mean())
+    correct = 0
     with torch.no_grad():
-        predicted = model(tokens)[:, -1].argmax(dim=-1)  # (n_eval,)
-    return float((predicted == answers).float().mean())
+        for eval_length, count in eval_lengths:
+            tokens, answers = make_delayed_recall_batch(
+                count, lag, n_symbols, eval_length, eval_gen
+            )
+            predicted = model(tokens)[:, -1].argmax(dim=-1)  # (count,)
+            correct += int((predicted == answers).sum())
+    return correct / n_eval
