@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.browser.conftest import ROOT, Visit, site_pages
+from tests.browser.conftest import ROOT, SHOTS, Visit, site_pages
 
 if os.environ.get("CI"):  # under CI a missing browser stack fails the run instead of skipping it
     import playwright.sync_api as playwright_api  # noqa: F401
@@ -108,3 +108,69 @@ def test_every_page_has_no_axe_violations_in_light_and_dark_mode(site, server, b
                 if found := _axe_violations(visit.page, axe_js):
                     problems[f"{name} ({mode})"] = found
     assert problems == {}, "\n".join(f"{k}:\n  " + "\n  ".join(v) for k, v in problems.items())
+
+
+# Colours of each plotly figure as drawn, normalised by a canvas to "#rrggbb", with the contrast of
+# the text and of every single-coloured line against the figure's background (WCAG 2 formula).
+FIGURE_COLOURS = """() => {
+    const ctx = document.createElement('canvas').getContext('2d');
+    const rgb = c => { ctx.fillStyle = '#000'; ctx.fillStyle = c; const h = ctx.fillStyle;
+        return h.startsWith('#') ? [1, 3, 5].map(i => parseInt(h.slice(i, i + 2), 16))
+                                 : h.match(/[\\d.]+/g).slice(0, 3).map(Number); };
+    const lum = c => { const l = rgb(c).map(v => { v /= 255;
+        return v <= 0.04045 ? v / 12.92 : ((v + 0.055) / 1.055) ** 2.4; });
+        return 0.2126 * l[0] + 0.7152 * l[1] + 0.0722 * l[2]; };
+    const contrast = (a, b) => { const x = lum(a), y = lum(b);
+        return (Math.max(x, y) + 0.05) / (Math.min(x, y) + 0.05); };
+    const page = getComputedStyle(document.body).backgroundColor;
+    return [...document.querySelectorAll('main .plotly-graph-div')].map(gd => {
+        const L = gd._fullLayout;
+        const lines = gd._fullData.filter(t => t.line && typeof t.line.color === 'string' && t.visible !== false)
+            .map(t => contrast(t.line.color, L.paper_bgcolor));
+        return {id: gd.id, paper: rgb(L.paper_bgcolor).join(','), plot: rgb(L.plot_bgcolor).join(','),
+                page: rgb(page).join(','), text: contrast(L.font.color, L.paper_bgcolor),
+                lines: Math.min(99, ...lines)};
+    });
+}"""
+
+
+def test_plotly_figures_follow_dark_mode_and_back(site, server, browser):
+    """In dark mode every figure's paper and plot area take the page's background, text stands out by
+    at least 4.5:1 and every line by 3:1 (book/_ext/plotly_theme.js); back in light mode the stored
+    figure is restored exactly (white, text #2a3f5f, the lines' own colours). Screenshots of chapter 4's figure in both modes go to artifacts/screenshots/."""
+    chapters = [n for n in site_pages(site) if n.startswith("notebooks/")]
+    problems, seen = [], 0
+    for name in chapters:
+        with Visit.served(server, browser, name) as visit:
+            page = visit.page
+            if not page.locator("main .plotly-graph-div").count():
+                continue
+            light = page.evaluate(FIGURE_COLOURS)
+            for mode in ("dark", "light"):
+                _set_mode(page, mode)
+                page.wait_for_timeout(300)  # Plotly.relayout runs on the theme's attribute change
+                for fig in page.evaluate(FIGURE_COLOURS):
+                    seen += 1
+                    where = f"{name} #{fig['id']} ({mode})"
+                    if mode == "dark" and not fig["paper"] == fig["plot"] == fig["page"]:
+                        problems.append(f"{where}: background {fig['paper']}, page {fig['page']}")
+                    # lines in light mode are the stored figure's own (not restyled here)
+                    if fig["text"] < 4.5 or (mode == "dark" and fig["lines"] < 3):
+                        problems.append(
+                            f"{where}: text {fig['text']:.2f}:1, lines {fig['lines']:.2f}:1"
+                        )
+            if page.evaluate(FIGURE_COLOURS) != light:
+                problems.append(
+                    f"{name}: back in light mode the figures differ from the stored ones"
+                )
+            if visit.errors:
+                problems.append(f"{name}: console errors {visit.errors}")
+            if name.startswith("notebooks/04_"):
+                figure = page.locator("main .plotly-graph-div").first
+                SHOTS.mkdir(parents=True, exist_ok=True)
+                for mode in MODES:
+                    _set_mode(page, mode)
+                    page.wait_for_timeout(300)
+                    figure.screenshot(path=str(SHOTS / f"a11y_plotly_{mode}.png"))
+    assert seen >= 20, f"only {seen} figure checks: were the chapters' plotly figures found?"
+    assert problems == [], "\n".join(problems)
