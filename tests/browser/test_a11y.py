@@ -174,3 +174,53 @@ def test_plotly_figures_follow_dark_mode_and_back(site, server, browser):
                     figure.screenshot(path=str(SHOTS / f"a11y_plotly_{mode}.png"))
     assert seen >= 20, f"only {seen} figure checks: were the chapters' plotly figures found?"
     assert problems == [], "\n".join(problems)
+
+
+# One Tab press: the focused element's tag and class, whether it is a formula, and (for the
+# buttons whose focus ring book/_static/a11y.css draws) the ring and the element's opacity.
+FOCUSED = """() => {
+    const e = document.activeElement;
+    if (!e || e === document.body) return null;
+    if (!e.dataset.tlTabStop) e.dataset.tlTabStop = String(document.querySelectorAll('[data-tl-tab-stop]').length);
+    const s = getComputedStyle(e);
+    let opacity = 1;
+    for (let n = e; n && n.nodeType === 1; n = n.parentElement) opacity *= +getComputedStyle(n).opacity;
+    // a display formula wider than the column scrolls in its own box, which Chromium lets the
+    // keyboard reach so that it can be scrolled: that stop is wanted
+    const scrolls = e.scrollWidth > e.clientWidth && /auto|scroll/.test(s.overflowX);
+    return {stop: e.dataset.tlTabStop, formula: !!e.closest('mjx-container') && !scrolls,
+            kind: e.classList.contains('copybtn') ? 'copy' : e.classList.contains('modebar-btn') ? 'toolbar' : '',
+            outline: s.outlineStyle === 'none' ? 0 : parseFloat(s.outlineWidth), opacity};
+}"""
+
+
+def test_keyboard_walk_skips_formulas_and_shows_focus(site, server, browser):
+    """Tab through every chapter once: no MathJax formula is a stop (book/_config.yml sets MathJax's
+    inTabOrder off; they were 32 to 216 stops per chapter, e.g. chapter 1 223 stops -> 107; a wide
+    display formula that scrolls in its own box stays reachable, to be scrolled), and the
+    first copy button and first plotly toolbar button reached are visible (opacity 1) with a ring of
+    at least 2 px (they had none, or 1 px black)."""
+    problems, walked = [], {}
+    for name in [n for n in site_pages(site) if n.startswith("notebooks/")]:
+        with Visit.served(server, browser, name) as visit:
+            page, stops, checked = visit.page, [], set()
+            for _ in range(600):
+                page.keyboard.press("Tab")
+                focused = page.evaluate(FOCUSED)
+                if focused is None or (stops and focused["stop"] == stops[0]):
+                    break  # left the page, or back at the first stop
+                stops.append(focused["stop"])
+                if focused["formula"]:
+                    problems.append(f"{name}: a formula is a Tab stop (stop {len(stops)})")
+                    break
+                if focused["kind"] and focused["kind"] not in checked:
+                    checked.add(focused["kind"])
+                    page.wait_for_timeout(400)  # the buttons fade in (0.3 s transitions)
+                    shown = page.evaluate(FOCUSED)
+                    if shown["opacity"] < 1 or shown["outline"] < 2:
+                        problems.append(f"{name}: focused {focused['kind']} button {shown}")
+            walked[name] = len(stops)
+            if "copy" not in checked:
+                problems.append(f"{name}: the walk reached no copy button")
+    assert problems == [], "\n".join(problems) + f"\nTab stops: {walked}"
+    print("Tab stops per chapter:", walked)
