@@ -110,8 +110,15 @@ def main() -> None:
                     env["GLIBC_TUNABLES"] = KEEP
                 load = os.getloadavg()[0]
                 out = subprocess.run(
-                    [sys.executable, __file__, "--child", part, str(L), "--repeats",
-                     str(args.repeats)],
+                    [
+                        sys.executable,
+                        __file__,
+                        "--child",
+                        part,
+                        str(L),
+                        "--repeats",
+                        str(args.repeats),
+                    ],
                     env=env,
                     capture_output=True,
                     text=True,
@@ -132,8 +139,9 @@ def main() -> None:
                             "load_after": os.getloadavg()[0],
                         }
                     )
-                    print(rnd, allocator, name, f"{1e3 * statistics.median(times):.0f} ms",
-                          flush=True)
+                    print(
+                        rnd, allocator, name, f"{1e3 * statistics.median(times):.0f} ms", flush=True
+                    )
     info = {
         "date": time.strftime("%Y-%m-%d"),
         "wall_s": time.time() - start,
@@ -153,12 +161,8 @@ def main() -> None:
 
 
 def write_md(path: Path, info: dict, runs: list) -> None:
-    med = {
-        (r["round"], r["allocator"], r["case"]): statistics.median(r["times"]) for r in runs
-    }
-    flt = {
-        (r["round"], r["allocator"], r["case"]): statistics.median(r["faults"]) for r in runs
-    }
+    med = {(r["round"], r["allocator"], r["case"]): statistics.median(r["times"]) for r in runs}
+    flt = {(r["round"], r["allocator"], r["case"]): statistics.median(r["faults"]) for r in runs}
     rounds = sorted({r["round"] for r in runs})
     loads = [r["load_before"] for r in runs] + [r["load_after"] for r in runs]
     lines = [
@@ -171,7 +175,8 @@ def write_md(path: Path, info: dict, runs: list) -> None:
         "",
         f"## 1. Tiled (blocks of {info['ratio_block']}) / direct time, per round",
         "",
-        "| allocator | L | " + " | ".join(f"round {r}" for r in rounds)
+        "| allocator | L | "
+        + " | ".join(f"round {r}" for r in rounds)
         + " | median of rounds | direct ms (median) | tiled ms (median) |",
         "|---|---:|" + "---:|" * (len(rounds) + 3),
     ]
@@ -184,7 +189,8 @@ def write_md(path: Path, info: dict, runs: list) -> None:
             d = statistics.median(med[r, allocator, f"direct L={L}"] for r in rounds)
             t = statistics.median(med[r, allocator, f"tiled L={L}"] for r in rounds)
             lines.append(
-                f"| {allocator} | {L} | " + " | ".join(f"{x:.2f}" for x in ratios)
+                f"| {allocator} | {L} | "
+                + " | ".join(f"{x:.2f}" for x in ratios)
                 + f" | {statistics.median(ratios):.2f} | {1e3 * d:.0f} | {1e3 * t:.0f} |"
             )
     lines += [
@@ -192,15 +198,21 @@ def write_md(path: Path, info: dict, runs: list) -> None:
         f"## 2. L = {info['sweep_L']}: median ms per call (round by round), and page faults "
         "per call (round 0)",
         "",
-        "| case | tile KiB | " + " | ".join(f"default r{r}" for r in rounds) + " | "
-        + " | ".join(f"keep r{r}" for r in rounds) + " | faults default | faults keep |",
+        "| case | tile KiB | "
+        + " | ".join(f"default r{r}" for r in rounds)
+        + " | "
+        + " | ".join(f"keep r{r}" for r in rounds)
+        + " | faults default | faults keep |",
         "|---|---:|" + "---:|" * (2 * len(rounds) + 2),
     ]
     for name in [f"direct L={info['sweep_L']}"] + [f"block {b}" for b in info["sweep_blocks"]]:
-        tile = "-" if name.startswith("direct") else f"{4 * int(name.split()[1]) ** 2 * 4 // 1024:,}"
+        tile = (
+            "-" if name.startswith("direct") else f"{4 * int(name.split()[1]) ** 2 * 4 // 1024:,}"
+        )
         cells = [f"{1e3 * med[r, a, name]:.0f}" for a in ("default", "keep") for r in rounds]
         lines.append(
-            f"| {name} | {tile} | " + " | ".join(cells)
+            f"| {name} | {tile} | "
+            + " | ".join(cells)
             + f" | {flt[0, 'default', name]:,.0f} | {flt[0, 'keep', name]:,.0f} |"
         )
     lines += [

@@ -54,7 +54,9 @@ INDEX_TERMS: dict[str, list[tuple[str, str]]] = {
         ("notebooks/03_positional_encodings", "rope-rotate-the-queries-and-keys")
     ],
     "causal mask": [("notebooks/02_causal_masks", "causal-masks")],
-    "layer norm": [("notebooks/04_transformer_block", "layer-normalization-each-position-on-its-own")],
+    "layer norm": [
+        ("notebooks/04_transformer_block", "layer-normalization-each-position-on-its-own")
+    ],
     "layer normalization": [
         ("notebooks/04_transformer_block", "layer-normalization-each-position-on-its-own")
     ],

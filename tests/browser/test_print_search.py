@@ -130,7 +130,9 @@ def test_every_chapter_prints_as_a_handout_without_solutions(site, server, brows
                    .filter(p => getComputedStyle(p).overflowX !== 'visible').length"""
             )
             if scrolling:
-                found.append(f"{scrolling} code blocks print as scroll boxes (cut at the page edge)")
+                found.append(
+                    f"{scrolling} code blocks print as scroll boxes (cut at the page edge)"
+                )
             if found:
                 problems[name] = found
     (PRINT_DIR / "pages.json").write_text(json.dumps(pages, indent=1) + "\n")
