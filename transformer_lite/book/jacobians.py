@@ -16,6 +16,10 @@ Sec. 2.1 (Eq. 5 is the product; their bounds use the largest singular value
 of the recurrent matrix). Their network applies the nonlinearity before the
 recurrent matrix, so their factors read ``W_rec^T diag(sigma'(x_{k-1}))``; the
 structure, a fixed matrix times a diagonal of derivatives, is the same.
+For PyTorch's GRU (:class:`~transformer_lite.nn.recurrent.GRU`) the factor is a
+diagonal copy term plus terms through the candidate and the update gate,
+``J_k = diag(z_k) + diag((1 - z_k)(1 - n_k**2)) [diag(r_k) W_hn + diag(g_k r_k (1 - r_k)) W_hr]
++ diag((h_{k-1} - n_k) z_k (1 - z_k)) W_hz`` (:func:`gru_step_jacobian_terms`).
 In one self-attention layer output ``t`` depends on input ``s`` directly, with
 no product over the positions in between (path length one).
 
@@ -44,6 +48,8 @@ __all__ = [
     "gradient_norm_vs_lag",
     "attention_gradient_norm_vs_lag",
     "input_gradient_norm_vs_lag",
+    "gru_step_jacobian_terms",
+    "gru_step_jacobians",
 ]
 
 _NORMS = {"spectral": 2, "fro": "fro"}
@@ -364,3 +370,88 @@ def input_gradient_norm_vs_lag(
     t = int(by_position_lags[0])  # lags t - s for s = 0 .. L - 1: the first is t
     # positions s = t, t - 1, ..., 0 are lags 0 .. t
     return torch.arange(t + 1), by_position[:, : t + 1].flip(1)  # (t + 1,), (B, t + 1)
+
+
+def gru_step_jacobian_terms(gru: GRU, x: Tensor, h0: Tensor | None = None) -> dict[str, Tensor]:
+    """The three terms of a :class:`~transformer_lite.nn.recurrent.GRU`'s step Jacobian ``dh_k/dh_{k-1}``, analytically.
+
+    PyTorch's GRU (the equations of :class:`~transformer_lite.nn.recurrent.GRU`), with
+    ``a^r_k = W_ir x_k + b_ir + W_hr h_{k-1} + b_hr``, ``r_k = sigma(a^r_k)``, ``z_k`` alike with
+    ``W_iz, W_hz``, ``g_k = W_hn h_{k-1} + b_hn``, ``n_k = tanh(W_in x_k + b_in + r_k * g_k)`` and
+    ``h_k = (1 - z_k) * n_k + z_k * h_{k-1}``. The product rule on ``h_k`` gives three terms,
+    with ``sigma' = sigma (1 - sigma)`` and ``tanh' = 1 - tanh**2``::
+
+        dh_k/dh_{k-1} = diag(z_k)                                            "copy"
+                      + diag(1 - z_k) dn_k/dh_{k-1}                          "candidate"
+                      + diag(h_{k-1} - n_k) dz_k/dh_{k-1}                    "update gate"
+
+        dn_k/dh_{k-1} = diag(1 - n_k**2) [diag(r_k) W_hn + diag(g_k * r_k (1 - r_k)) W_hr]
+        dz_k/dh_{k-1} = diag(z_k (1 - z_k)) W_hz
+
+    The copy term is the only one without a weight matrix: where ``z_k`` is near 1 the unit
+    passes its old value (and a gradient) through unchanged, as the Elman RNN's
+    ``diag(1 - h_k**2) W_hh`` cannot. The update ``h_k`` is Cho et al.'s (2014) Eq. (7); the
+    reset gate acts after ``W_hn`` as in ``nn.GRU`` (see the class docstring for how this
+    differs from Cho et al.'s Eq. 8).
+
+    Args:
+        gru: our :class:`GRU` (use ``GRU.from_torch`` for an ``nn.GRU``); with or without biases.
+        x: ``(B, L, input_size)`` input sequence.
+        h0: optional ``(B, H)`` initial state (zeros if omitted).
+
+    Returns:
+        ``{"copy": ..., "candidate": ..., "update gate": ...}``, each ``(B, L, H, H)`` with
+        ``[:, k - 1]`` the term of ``dh_k/dh_{k-1}`` (row ``i``, column ``j``:
+        ``d h_k[i] / d h_{k-1}[j]``); their sum is :func:`gru_step_jacobians`. Detached.
+
+    Raises:
+        ValueError: if ``gru`` is not our :class:`GRU`, or ``x``/``h0`` have the wrong shape
+            (see :meth:`GRU.forward`).
+    """
+    if not isinstance(gru, GRU):
+        raise ValueError(
+            f"gru_step_jacobian_terms: expected a transformer_lite GRU, received "
+            f"{type(gru).__name__} (use rnn_step_jacobians for an RNN)"
+        )
+    h_prev, _ = _states(gru, x, h0)  # (B, L, H): h_{k-1}
+    with torch.no_grad():
+        H = gru.hidden_size
+        gi = x @ gru.weight_ih.T  # (B, L, 3H)
+        gh = h_prev @ gru.weight_hh.T  # (B, L, 3H)
+        if gru.bias_ih is not None:
+            gi, gh = gi + gru.bias_ih, gh + gru.bias_hh
+        i_r, i_z, i_n = gi.chunk(3, dim=-1)  # 3 x (B, L, H)
+        h_r, h_z, g = gh.chunk(3, dim=-1)  # 3 x (B, L, H); g = W_hn h_{k-1} + b_hn
+        r = torch.sigmoid(i_r + h_r)  # (B, L, H)
+        z = torch.sigmoid(i_z + h_z)
+        n = torch.tanh(i_n + r * g)
+        W_hr, W_hz, W_hn = gru.weight_hh.chunk(3, dim=0)  # 3 x (H, H)
+        # row scalings (B, L, H, 1) times (H, H) -> (B, L, H, H)
+        dn = (1 - n**2)[..., None] * (r[..., None] * W_hn + (g * r * (1 - r))[..., None] * W_hr)
+        eye = torch.eye(H, dtype=x.dtype, device=x.device)
+        return {
+            "copy": z[..., None] * eye,  # diag(z_k)
+            "candidate": (1 - z)[..., None] * dn,
+            "update gate": ((h_prev - n) * z * (1 - z))[..., None] * W_hz,
+        }
+
+
+def gru_step_jacobians(gru: GRU, x: Tensor, h0: Tensor | None = None) -> Tensor:
+    """Analytic step Jacobians ``J_k = dh_k/dh_{k-1}`` of our :class:`~transformer_lite.nn.recurrent.GRU`.
+
+    The sum of the three terms of :func:`gru_step_jacobian_terms`; equal to
+    :func:`autograd_step_jacobians` (up to float rounding) without differentiating anything.
+
+    Args:
+        gru: our :class:`GRU`.
+        x: ``(B, L, input_size)``.
+        h0: optional ``(B, H)`` initial state.
+
+    Returns:
+        ``(B, L, H, H)``, the layout of :func:`rnn_step_jacobians`, detached.
+
+    Raises:
+        ValueError: as :func:`gru_step_jacobian_terms`.
+    """
+    terms = gru_step_jacobian_terms(gru, x, h0)
+    return terms["copy"] + terms["candidate"] + terms["update gate"]
