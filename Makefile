@@ -58,9 +58,14 @@ system:
 # scalar ones): float results then differ in their last bits, as on another processor, and the stored
 # outputs must still hold (tests/nbval_tolerance.py says how they are compared).
 # Choose another: make test TEST_CPU_CAPABILITY=default
+# The test files run on TEST_WORKERS processes (pytest-xdist; one thread each, so two workers keep a
+# 2-core machine busy without oversubscribing it); conftest.py keeps each notebook, and every test of
+# the built book, on one worker. TEST_WORKERS=0 runs everything in this process.
 TEST_CPU_CAPABILITY ?= $(shell $(PYTHON) -c "import torch; print('avx2' if torch.backends.cpu.get_cpu_capability() == 'AVX512' else 'default')" 2>/dev/null || echo default)
+TEST_WORKERS ?= 2
 test: install system
-	ATEN_CPU_CAPABILITY=$(TEST_CPU_CAPABILITY) $(PYTHON) -m pytest
+	ATEN_CPU_CAPABILITY=$(TEST_CPU_CAPABILITY) OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 \
+	  $(PYTHON) -m pytest -n $(TEST_WORKERS) --dist loadgroup
 
 clean:
 	rm -rf book/_build student_edition build/live

@@ -37,16 +37,38 @@ SLOW_TESTS = {
     "test_causal_future_keys_never_change_earlier_outputs", "test_gradcheck[pre-norm]",
     "test_logits_do_not_depend_on_future_tokens",
 }
+
+
+# Groups for pytest-xdist (`--dist loadgroup`, see pyproject.toml): a notebook's cells share one kernel
+# and the built book is built once, so each file is one group and every test of the built site (the
+# ``site`` fixture) one more. Groups are handed out in this order, longest first, so that the two
+# workers finish together; the rest follow in collection order.
+LONG_GROUPS = ["site", "notebooks/08_language_model.ipynb", "notebooks/06_rnn_gradients.ipynb",
+               "notebooks/04_transformer_block.ipynb", "notebooks/05_encoder_decoder.ipynb",
+               "notebooks/03_positional_encodings.ipynb", "notebooks/01_attention.ipynb"]
 # fmt: on
 
 
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the groups
 def pytest_collection_modifyitems(config, items):
-    """Mark as ``slow`` the notebooks, the book's tests and the long package tests listed above.
+    """Mark as ``slow`` the notebooks, the book's tests and the long package tests listed above, and
+    give every test its pytest-xdist group (above).
 
     ``pytest -m "not slow"`` is then the fast tier: the package's own tests (README, "Tests").
     """
+    root = Path(str(config.rootpath))
     for item in items:
         path = Path(str(item.fspath))
         named = item.name in SLOW_TESTS or getattr(item, "originalname", None) in SLOW_TESTS
         if path.suffix == ".ipynb" or path.name in SLOW_FILES or "browser" in path.parts or named:
             item.add_marker(pytest.mark.slow)
+        uses_site = "site" in getattr(item, "fixturenames", ())
+        group = "site" if uses_site else path.relative_to(root).as_posix()
+        item.add_marker(pytest.mark.xdist_group(group))
+    rank = {name: i for i, name in enumerate(LONG_GROUPS)}
+
+    def order(item):
+        (mark,) = [m.args[0] for m in item.iter_markers("xdist_group")]
+        return rank.get(mark, len(rank))
+
+    items.sort(key=order)  # stable: a notebook's cells keep their order

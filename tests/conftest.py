@@ -15,7 +15,9 @@ Import the helpers with ``from tests.conftest import close, F64`` (the repositor
 from __future__ import annotations
 
 import json
+import os
 import re
+import subprocess
 from collections.abc import Callable
 from pathlib import Path
 
@@ -105,6 +107,28 @@ def _torch_layer(kind, d_model, n_heads, d_ff, norm_first, activation, seed, eps
 # --------------------------------------------------------------------------- shared by several test files
 # Hypothesis settings, inputs of the attention property tests, skips for models that are not installed,
 # golden files, small seeded models for the training smoke tests, and from_torch's type check.
+
+
+# The built book, shared by the browser tests (tests/browser/) and the launch-button tests: one build per
+# session, the README's command (`jupyter-book build book -W -n --keep-going`, into book/_build/html) with
+# a stand-in repository address, so that the pages carry the Binder and Colab buttons a published book has.
+ROOT = Path(__file__).resolve().parents[1]
+SITE = ROOT / "book" / "_build" / "html"
+STAND_IN_REPOSITORY = "https://github.com/example-org/transformer-lite-book"
+
+
+@pytest.fixture(scope="session")
+def site() -> Path:
+    """The book built once (see above); the test session fails if the build warns or fails."""
+    subprocess.run(
+        ["jupyter-book", "build", "book", "-W", "-n", "--keep-going"],
+        cwd=ROOT,
+        env=dict(os.environ, TL_REPOSITORY_URL=STAND_IN_REPOSITORY),
+        check=True,
+        stdout=subprocess.DEVNULL,
+    )
+    assert (SITE / "index.html").is_file()
+    return SITE
 
 
 def reproducible(max_examples: int) -> settings:

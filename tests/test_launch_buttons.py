@@ -1,9 +1,11 @@
 """Launch buttons (book/_ext/launch_config.py), the Binder environment and the Colab set-up cell.
 
-Oracle: the built pages themselves and the repository's files. With a stand-in address every chapter
-gets a Binder and a Colab button whose target names the real notebook file (``notebooks/NN_*.ipynb``
-at the repository's root, a file and not the ``book/notebooks`` symlink); without an address the build
-passes and no page has a launch button. The address rules are checked on their own (no build).
+Oracle: the built pages themselves and the repository's files. The session's one build of the book
+(the ``site`` fixture of ``tests/conftest.py``) has a stand-in address: every chapter gets a Binder and
+a Colab button whose target names the real notebook file (``notebooks/NN_*.ipynb`` at the
+repository's root, a file and not the ``book/notebooks`` symlink). Without an address the extension
+hands the theme empty Binder and Colab addresses, which is how sphinx-book-theme switches the buttons
+off (checked on the configuration, without a second build). The address rules are checked on their own.
 """
 
 from __future__ import annotations
@@ -14,13 +16,14 @@ import re
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 from urllib.parse import parse_qs, urlparse
 
 import nbformat
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
-STAND_IN = "https://github.com/example-org/transformer-lite-book"
+from tests.conftest import ROOT
+from tests.conftest import STAND_IN_REPOSITORY as STAND_IN  # the site fixture builds with it
 
 
 def _module(name: str, path: Path):
@@ -32,18 +35,6 @@ def _module(name: str, path: Path):
 
 launch_config = _module("tl_launch_config", ROOT / "book" / "_ext" / "launch_config.py")
 colab = _module("tl_colab_cell", ROOT / "scripts" / "colab_cell.py")
-
-
-def _build(tmp: Path, address: str) -> Path:
-    env = dict(os.environ, TL_REPOSITORY_URL=address)
-    subprocess.run(
-        ["jupyter-book", "build", "book", "-W", "-n", "--keep-going", "--path-output", str(tmp)],
-        cwd=ROOT,
-        env=env,
-        check=True,
-        stdout=subprocess.DEVNULL,
-    )
-    return tmp / "_build" / "html"
 
 
 def _chapters() -> list[str]:
@@ -103,8 +94,7 @@ def test_git_remote_is_used_only_when_public_https(monkeypatch, tmp_path):
     assert launch_config.repository_url() == "https://github.com/a/b"
 
 
-def test_build_with_an_address_gives_every_chapter_buttons_to_the_real_notebook(tmp_path):
-    site = _build(tmp_path, STAND_IN)
+def test_build_with_an_address_gives_every_chapter_buttons_to_the_real_notebook(site):
     owner_repo = urlparse(STAND_IN).path.strip("/")
     for stem in _chapters():
         links = _launch_links((site / "notebooks" / f"{stem}.html").read_text(encoding="utf-8"))
@@ -127,10 +117,26 @@ def test_build_with_an_address_gives_every_chapter_buttons_to_the_real_notebook(
     assert not _launch_links((site / "intro.html").read_text(encoding="utf-8"))
 
 
-def test_build_without_an_address_has_no_buttons(tmp_path):
-    site = _build(tmp_path, "none")
-    for page in site.rglob("*.html"):
-        assert not _launch_links(page.read_text(encoding="utf-8")), page
+@pytest.mark.parametrize("address", ["none", ""])
+def test_without_an_address_the_theme_gets_no_launch_targets(monkeypatch, tmp_path, address):
+    monkeypatch.setenv("TL_REPOSITORY_URL", address)
+    monkeypatch.setattr(launch_config, "ROOT", tmp_path)  # not a git checkout: no remote either
+    config = SimpleNamespace(
+        html_theme_options={"launch_buttons": {"binderhub_url": launch_config.BINDER}}
+    )
+    launch_config._configure(None, config)
+    launch = config.html_theme_options["launch_buttons"]
+    assert launch["binderhub_url"] == "" and launch["colab_url"] == ""
+    assert "repository_url" not in config.html_theme_options
+
+
+def test_with_an_address_the_theme_gets_binder_and_colab(monkeypatch):
+    monkeypatch.setenv("TL_REPOSITORY_URL", STAND_IN)
+    config = SimpleNamespace(html_theme_options={})
+    launch_config._configure(None, config)
+    opts = config.html_theme_options
+    assert opts["repository_url"] == STAND_IN and opts["path_to_docs"] == ""
+    assert opts["launch_buttons"]["binderhub_url"] == launch_config.BINDER
 
 
 def test_binder_installs_the_locked_packages_the_data_packages_and_the_package():

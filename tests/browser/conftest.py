@@ -1,4 +1,5 @@
-"""Fixtures of the browser tests: the book built once, served on 127.0.0.1, and headless Chromium;
+"""Fixtures of the browser tests: the book (built once per session by ``site`` in ``tests/conftest.py``)
+served on 127.0.0.1, and headless Chromium;
 and ``Visit``, one page opened with every request and console message recorded (shared by
 ``test_site.py`` and ``test_live.py``: ``from tests.browser.conftest import SHOTS, Visit``), and
 ``site_pages``, every page of the built site.
@@ -10,7 +11,6 @@ import functools
 import http.server
 import os
 import shutil
-import subprocess
 import threading
 from pathlib import Path
 from urllib.parse import urlparse
@@ -18,21 +18,9 @@ from urllib.parse import urlparse
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-SITE = ROOT / "book" / "_build" / "html"
+
 SHOTS = ROOT / "artifacts" / "screenshots"
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
-
-
-@pytest.fixture(scope="session")
-def site() -> Path:
-    subprocess.run(
-        ["jupyter-book", "build", "book", "-W", "-n", "--keep-going"],
-        cwd=ROOT,
-        check=True,
-        stdout=subprocess.DEVNULL,
-    )
-    assert (SITE / "index.html").is_file()
-    return SITE
 
 
 @pytest.fixture(scope="session")
