@@ -146,10 +146,25 @@ def rnn_gradient_figure(
     fig.update_yaxes(
         title_text="||dh_T / dh_(T-k)|| (spectral norm)", type="log", exponentformat="power"
     )
-    # the title at the top of the figure, the legend between it and the plot (never on top of each other)
-    text = f"RNN gradient reach, H = {hidden_size}: radius sets the trend, saturation pulls it down"
-    title = dict(text=text, font=dict(size=14), y=0.98, yref="container", yanchor="top")
+    # Title, legend and plot stacked from the top, none over another or under plotly's toolbar
+    # (the modebar, top right, about 30 px high) at a phone's 358 px column as at a laptop's:
+    # the short title starts 40 px down at the left, the legend (up to four rows on a phone) 40 px
+    # below the title's top, and the plot below both.
+    text = "RNN gradient reach: the radius sets the trend,<br>saturation pulls it down"
+    title = dict(
+        text=text,
+        font=dict(size=13),
+        x=0,
+        xref="container",
+        xanchor="left",
+        y=1,
+        yref="container",
+        yanchor="top",
+        pad=dict(t=40, l=12),
+    )
     slider = _slider(steps, "spectral radius of W_hh = ", pad=60, active=start)
-    legend = dict(orientation="h", yanchor="bottom", y=1.02, x=0)
-    _layout(fig, title, 550, margin=dict(l=80, r=30, t=105, b=60), legend=legend, sliders=[slider])
+    legend = dict(
+        orientation="h", xref="container", x=0, yref="container", y=1 - 80 / 570, yanchor="top"
+    )
+    _layout(fig, title, 570, margin=dict(l=80, r=30, t=150, b=60), legend=legend, sliders=[slider])
     return fig
