@@ -18,43 +18,69 @@ Boolean masks mean ``True`` = may attend, as in
 ``torch.nn.functional.scaled_dot_product_attention``.
 """
 
-from .models.decoder_only import (
-    DecoderOnlyConfig,
-    DecoderOnlyTransformer,
-    KVCache,
-    sample_next_token,
-)
-from .models.encoder_decoder import (
-    EncoderDecoderConfig,
-    EncoderDecoderTransformer,
-    TransformerDecoder,
-    TransformerEncoder,
-    greedy_decode,
-)
-from .models.recurrent_lm import GRULanguageModel
-from .nn.attention import GroupedQueryAttention, MultiHeadAttention, scaled_dot_product_attention
-from .nn.blocks import DecoderBlock, PositionwiseFeedForward, SwiGLUFeedForward, TransformerBlock
-from .nn.efficient_attention import memory_efficient_attention
-from .nn.masks import bool_to_additive_mask, causal_mask, padding_mask
-from .nn.normalization import LayerNorm, RMSNorm
-from .nn.positional import (
-    LearnedPositionalEmbedding,
-    RotaryEmbedding,
-    SinusoidalPositionalEncoding,
-    apply_rotary,
-    sinusoidal_positional_encoding,
-)
-from .nn.recurrent import GRU, RNN
-from .nn.relative_position import (
-    ClippedRelativePositionBias,
-    T5RelativePositionBias,
-    alibi_bias,
-    alibi_slopes,
-    relative_positions,
-    t5_relative_bucket,
-)
-from .pretrained.minilm import BertConfig, BertEncoder, WordPieceTokenizer, load_minilm
-from .pretrained.smollm2 import BPETokenizer, load_smollm2
+import importlib
+
+# Where each public name lives. The names are imported on first use (PEP 562), so that
+# `import transformer_lite.nn` needs torch alone: the loaders of published weights (gguf, tokenizers,
+# safetensors) and the book's figures and widgets (matplotlib, plotly, ipywidgets) load only when a
+# name from them is asked for.
+_WHERE = {
+    # models.decoder_only
+    "DecoderOnlyConfig": ".models.decoder_only",
+    "DecoderOnlyTransformer": ".models.decoder_only",
+    "KVCache": ".models.decoder_only",
+    "sample_next_token": ".models.decoder_only",
+    # models.encoder_decoder
+    "EncoderDecoderConfig": ".models.encoder_decoder",
+    "EncoderDecoderTransformer": ".models.encoder_decoder",
+    "TransformerDecoder": ".models.encoder_decoder",
+    "TransformerEncoder": ".models.encoder_decoder",
+    "greedy_decode": ".models.encoder_decoder",
+    # models.recurrent_lm
+    "GRULanguageModel": ".models.recurrent_lm",
+    # nn.attention
+    "GroupedQueryAttention": ".nn.attention",
+    "MultiHeadAttention": ".nn.attention",
+    "scaled_dot_product_attention": ".nn.attention",
+    # nn.blocks
+    "DecoderBlock": ".nn.blocks",
+    "PositionwiseFeedForward": ".nn.blocks",
+    "SwiGLUFeedForward": ".nn.blocks",
+    "TransformerBlock": ".nn.blocks",
+    # nn.efficient_attention
+    "memory_efficient_attention": ".nn.efficient_attention",
+    # nn.masks
+    "bool_to_additive_mask": ".nn.masks",
+    "causal_mask": ".nn.masks",
+    "padding_mask": ".nn.masks",
+    # nn.normalization
+    "LayerNorm": ".nn.normalization",
+    "RMSNorm": ".nn.normalization",
+    # nn.positional
+    "LearnedPositionalEmbedding": ".nn.positional",
+    "RotaryEmbedding": ".nn.positional",
+    "SinusoidalPositionalEncoding": ".nn.positional",
+    "apply_rotary": ".nn.positional",
+    "sinusoidal_positional_encoding": ".nn.positional",
+    # nn.recurrent
+    "GRU": ".nn.recurrent",
+    "RNN": ".nn.recurrent",
+    # nn.relative_position
+    "ClippedRelativePositionBias": ".nn.relative_position",
+    "T5RelativePositionBias": ".nn.relative_position",
+    "alibi_bias": ".nn.relative_position",
+    "alibi_slopes": ".nn.relative_position",
+    "relative_positions": ".nn.relative_position",
+    "t5_relative_bucket": ".nn.relative_position",
+    # pretrained.minilm
+    "BertConfig": ".pretrained.minilm",
+    "BertEncoder": ".pretrained.minilm",
+    "WordPieceTokenizer": ".pretrained.minilm",
+    "load_minilm": ".pretrained.minilm",
+    # pretrained.smollm2
+    "BPETokenizer": ".pretrained.smollm2",
+    "load_smollm2": ".pretrained.smollm2",
+}
 
 __version__ = "0.1.0"
 
@@ -77,3 +103,15 @@ __all__ = [
     "BertConfig", "BertEncoder", "WordPieceTokenizer", "load_minilm", "BPETokenizer", "load_smollm2",
 ]
 # fmt: on
+
+
+def __getattr__(name: str):
+    if name not in _WHERE:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(_WHERE[name], __name__), name)
+    globals()[name] = value  # the next lookup finds it without this function
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})
