@@ -63,7 +63,6 @@ import math
 import os
 import platform
 import random
-import resource
 import statistics
 import subprocess
 import sys
@@ -74,9 +73,10 @@ import torch
 import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
-# this checkout's package, not an installed one
+# this checkout's package, not an installed one, and benchmarks/_common.py
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from benchmarks._common import cpu_model, fmt_num, interleaved_calls, load
 from transformer_lite import scaled_dot_product_attention
 
 HERE = Path(__file__).resolve().parent
@@ -128,19 +128,8 @@ def child(L: int, repeats: int, seed: int, args: argparse.Namespace) -> None:
     names = list(fns)
     # which variant follows which changes the heap state it meets: vary it
     random.Random(seed).shuffle(names)
-    out = {n: {"times": [], "faults": []} for n in names}
-    with torch.inference_mode():
-        for n in names:
-            fns[n]()  # warm-up
-        for r in range(repeats):
-            for n in names[r % len(names) :] + names[: r % len(names)]:
-                f0 = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
-                t0 = time.perf_counter()
-                result = fns[n]()
-                t1 = time.perf_counter()
-                out[n]["faults"].append(resource.getrusage(resource.RUSAGE_SELF).ru_minflt - f0)
-                out[n]["times"].append(t1 - t0)
-                del result  # freed here, as a caller that drops the result would
+    # each result is freed after its timed call, as a caller that drops it would
+    out = interleaved_calls({n: fns[n] for n in names}, repeats, free_in_timing=False)
     out["order"] = names
     print(json.dumps(out))
 
@@ -193,10 +182,6 @@ def summarize(rounds: list) -> dict:
     return summary
 
 
-def fmt(ms: float) -> str:
-    return f"{ms:.3g}" if ms < 100 else f"{ms:.0f}"
-
-
 def write_report(results: list, info: dict, args: argparse.Namespace, out: Path) -> None:
     B, H, d = args.batch, args.heads, args.d_head
     lines = [
@@ -225,7 +210,7 @@ def write_report(results: list, info: dict, args: argparse.Namespace, out: Path)
             lo, hi = s["ratio_range"]
             lines.append(
                 f"| {res['L']} | {res['condition']} | {res['load'][0]:.2f} / {res['load'][1]:.2f} | "
-                f"{res['runs']} | {n} | {fmt(s['median_ms'])} | {s['ratio']:.2f} ({lo:.2f}-{hi:.2f}) | "
+                f"{res['runs']} | {n} | {fmt_num(s['median_ms'])} | {s['ratio']:.2f} ({lo:.2f}-{hi:.2f}) | "
                 f"{s['ratio_min']:.2f} | {s['faults_per_call']:.0f} |"
             )
     lines.append("")
@@ -267,19 +252,12 @@ def main(argv=None) -> None:
         child(*args.child, args)
         return
     start = time.time()
-    cpu = next(
-        (
-            line.split(":", 1)[1].strip()
-            for line in Path("/proc/cpuinfo").read_text().splitlines()
-            if line.startswith("model name")
-        ),
-        "unknown",
-    )
+    cpu = cpu_model()
     results = []
     for L in args.lengths:
         repeats = args.repeats or (15 if L <= 1024 else 7)
         for condition in CONDITIONS:
-            load_before = os.getloadavg()[0]
+            load_before = load()
             rounds = [run_child(L, condition, repeats, seed, args) for seed in range(args.rounds)]
             per_round = [
                 {
@@ -300,7 +278,7 @@ def main(argv=None) -> None:
                     "L": L,
                     "condition": condition,
                     "runs": repeats * args.rounds,
-                    "load": [load_before, os.getloadavg()[0]],
+                    "load": [load_before, load()],
                     "summary": summarize(rounds),
                     "rounds": per_round,
                 }

