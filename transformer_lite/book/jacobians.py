@@ -154,8 +154,8 @@ def autograd_step_jacobians(model: RNN | GRU, x: Tensor, h0: Tensor | None = Non
     For each step, ``torch.func.jacrev`` differentiates ``model.cell(x_k, h)``
     with respect to ``h`` at ``h = h_{k-1}``, vectorized over the batch with
     ``torch.func.vmap``. For an :class:`RNN` this equals
-    :func:`rnn_step_jacobians`; for a :class:`GRU` there is no one-line
-    formula worth writing (the gates depend on ``h`` too).
+    :func:`rnn_step_jacobians`; for a :class:`GRU` it equals :func:`gru_step_jacobians`,
+    whose formula is longer because the gates depend on ``h`` too.
 
     Args:
         model: our :class:`RNN` or :class:`GRU`.
