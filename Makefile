@@ -60,11 +60,12 @@ system:
 # Choose another: make test TEST_CPU_CAPABILITY=default
 # The test files run on TEST_WORKERS processes (pytest-xdist; one thread each, so two workers keep a
 # 2-core machine busy without oversubscribing it); conftest.py keeps each notebook, and every test of
-# the built book, on one worker. TEST_WORKERS=0 runs everything in this process.
+# the built book, on one worker. TEST_WORKERS=0 runs everything in this process. TL_REQUIRE_ALL=1:
+# a test whose data package is missing fails instead of skipping (everything was just installed).
 TEST_CPU_CAPABILITY ?= $(shell $(PYTHON) -c "import torch; print('avx2' if torch.backends.cpu.get_cpu_capability() == 'AVX512' else 'default')" 2>/dev/null || echo default)
 TEST_WORKERS ?= 2
 test: install system
-	ATEN_CPU_CAPABILITY=$(TEST_CPU_CAPABILITY) OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 \
+	ATEN_CPU_CAPABILITY=$(TEST_CPU_CAPABILITY) OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 TL_REQUIRE_ALL=1 \
 	  $(PYTHON) -m pytest -n $(TEST_WORKERS) --dist loadgroup
 
 clean:

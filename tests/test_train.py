@@ -16,6 +16,7 @@ import pytest
 import torch
 from safetensors.torch import save_file
 
+from tests.conftest import skip_or_fail
 from transformer_lite.models.decoder_only import DecoderOnlyConfig, DecoderOnlyTransformer
 from transformer_lite.models.recurrent_lm import GRULanguageModel
 from transformer_lite.training.train import (
@@ -179,7 +180,7 @@ def test_cli_tiny_run_writes_checkpoint_history_and_sample(tmp_path, capsys):
     try:
         play_paths()
     except FileNotFoundError as e:
-        pytest.skip(str(e))
+        skip_or_fail(str(e))
     argv = [
         "--model",
         "gru",
