@@ -1,6 +1,6 @@
 """Tests for transformer_lite.nn.attention: scaled_dot_product_attention and MultiHeadAttention.
 
-Oracles, in the order STYLE.md asks for:
+Oracles, from the most to the least independent:
 
 1. tiny cases whose softmax is computed by hand with ``math.exp``;
 2. in float64, ``torch.nn.functional.scaled_dot_product_attention`` (output)

@@ -1,4 +1,4 @@
-"""Tests for the checkers of chapters 7 and 8: check_rnn_step_jacobian and check_online_softmax_merge.
+"""Tests for the checkers of chapters 6 and 7: check_rnn_step_jacobian and check_online_softmax_merge.
 
 Oracles: learner-style reference solutions written here independently of the checkers (the RNN
 Jacobian by ``torch.func.jacrev`` through one tanh step, and directly from the formula; the merge

@@ -1,4 +1,4 @@
-"""Chapter 7's figure helpers: interactive.rnn_lag_profile / rnn_gradient_figure, explorers.rnn_gradient_explorer,
+"""Chapter 6's figure helpers: interactive.rnn_lag_profile / rnn_gradient_figure, explorers.rnn_gradient_explorer,
 viz.plot_norms_vs_lag.
 
 Oracles: with zero inputs the state stays at 0, tanh' = 1 and the norm is exactly radius**k (W_hh = r Q, Q
