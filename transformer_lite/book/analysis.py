@@ -23,6 +23,9 @@ __all__ = [
     "norm_shares",
     "attention_value_norms",
     "softmax_jacobian",
+    "head_outputs_mean",
+    "ablate_heads",
+    "evaluation_batches",
 ]
 
 
@@ -257,3 +260,97 @@ def softmax_jacobian(weights: Tensor) -> Tensor:
         )
     # (..., S, S): diag(a) - outer(a, a)
     return torch.diag_embed(weights) - weights.unsqueeze(-1) * weights.unsqueeze(-2)
+
+
+def _head_slices(model: nn.Module) -> tuple[list[nn.Module], int]:
+    # the attention module of each block, and the width d_head of one head
+    attentions = [block.self_attn for block in model.blocks]
+    return attentions, attentions[0].d_head
+
+
+@torch.no_grad()
+def head_outputs_mean(model: nn.Module, ids: Tensor, skip: int = 1) -> Tensor:
+    """Each head's mean output on a text, before the output projection: ``(n_layers, H, d_head)``.
+
+    ``out_proj`` of every block receives the heads' outputs side by side, ``(B, L, H * d_head)``;
+    this averages them over the batch and the positions ``skip ..`` of ``ids`` ``(B, L)``
+    (position 0, which sees only itself, is left out by default). The result is the
+    replacement that mean-ablation (:func:`ablate_heads`) puts in place of a head.
+    """
+    attentions, d_head = _head_slices(model)
+    means: list[Tensor] = []
+
+    def record(module, args):
+        (merged,) = args  # (B, L, H * d_head)
+        B, L, _ = merged.shape
+        # (B, L, H, d_head) -> mean over batch and positions: (H, d_head)
+        means.append(merged[:, skip:].reshape(B, L - skip, -1, d_head).mean(dim=(0, 1)))
+
+    hooks = [a.out_proj.register_forward_pre_hook(record) for a in attentions]
+    try:
+        model(ids)
+    finally:
+        for hook in hooks:
+            hook.remove()
+    return torch.stack(means)  # (n_layers, H, d_head)
+
+
+class ablate_heads:
+    """Context manager: within it, the heads ``[(layer, head), ...]`` of ``model`` are removed.
+
+    A forward pre-hook on each layer's ``out_proj`` replaces that head's slice of the
+    projection's input, ``[..., head * d_head : (head + 1) * d_head]``: by zeros
+    (``means=None``, zero-ablation), or by ``means[layer, head]``, a ``(d_head,)`` vector at every
+    position (mean-ablation, with ``means`` from :func:`head_outputs_mean`). Zeroing
+    takes the head's term out of the layer's output; replacing it by its mean keeps
+    the average contribution and removes only what depends on the input, so the
+    residual stream stays nearer the values the later layers were trained on.
+    """
+
+    def __init__(self, model: nn.Module, heads, means: Tensor | None = None):
+        self.model, self.heads, self.means = model, list(heads), means
+        self._hooks: list = []
+
+    def _hook(self, layer: int, heads: list[int], d_head: int):
+        def hook(module, args):
+            (merged,) = args  # (B, L, H * d_head)
+            merged = merged.clone()
+            for head in heads:
+                cols = slice(head * d_head, (head + 1) * d_head)
+                if self.means is None:
+                    merged[..., cols] = 0
+                else:
+                    merged[..., cols] = self.means[layer, head].to(merged.dtype)
+            return (merged,)  # what out_proj receives instead
+
+        return hook
+
+    def __enter__(self):
+        attentions, d_head = _head_slices(self.model)
+        by_layer: dict[int, list[int]] = {}
+        for layer, head in self.heads:
+            by_layer.setdefault(layer, []).append(head)
+        self._hooks = [
+            attentions[layer].out_proj.register_forward_pre_hook(self._hook(layer, heads, d_head))
+            for layer, heads in by_layer.items()
+        ]
+        return self.model
+
+    def __exit__(self, *exc):
+        for hook in self._hooks:
+            hook.remove()  # the model is whole again
+        self._hooks = []
+        return False
+
+
+def evaluation_batches(ids: Tensor, cfg) -> list[tuple[Tensor, Tensor]]:
+    """The windows that ``training.train.evaluate(model, ids, cfg)`` scores, as ``(x, y)`` pairs.
+
+    ``cfg.eval_batches`` batches of ``(cfg.batch_size, cfg.context)`` inputs and targets, drawn by
+    ``random_batch`` from a generator seeded with ``cfg.seed + 1``, as ``evaluate`` draws them
+    (the training batches use ``cfg.seed``): the mean of ``lm_loss`` over them is ``evaluate``'s loss.
+    """
+    from ..training.data import random_batch
+
+    g = torch.Generator().manual_seed(cfg.seed + 1)
+    return [random_batch(ids, cfg.batch_size, cfg.context, g) for _ in range(cfg.eval_batches)]
