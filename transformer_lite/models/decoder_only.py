@@ -36,6 +36,7 @@ from ..nn.positional import (
     LearnedPositionalEmbedding,
     RotaryEmbedding,
     SinusoidalPositionalEncoding,
+    sinusoidal_positional_encoding,
 )
 
 __all__ = ["DecoderOnlyConfig", "KVCache", "DecoderOnlyTransformer", "sample_next_token"]
@@ -193,27 +194,111 @@ class DecoderOnlyTransformer(nn.Module):
         """Number of distinct trainable parameters (a tied matrix counts once)."""
         return sum(p.numel() for p in self.parameters())
 
-    def _embed(self, input_ids: Tensor, offset: int) -> Tensor:
+    def _embed(self, input_ids: Tensor, offset: int, position_ids: Tensor | None = None) -> Tensor:
         c = self.config
-        check_token_ids("DecoderOnlyTransformer", "input_ids", input_ids, c.vocab_size, min_len=1)
-        L = input_ids.shape[1]
-        check_positions("DecoderOnlyTransformer", offset, L, c.max_len)
         x = self.token_embedding(input_ids)  # (B, L, D)
-        if self.position_embedding is not None:
-            # + the rows of positions offset .. offset + L - 1
+        if position_ids is None:
+            check_positions("DecoderOnlyTransformer", offset, input_ids.shape[1], c.max_len)
+        if self.position_embedding is None:  # rotary: positions enter in every attention layer
+            pass
+        elif position_ids is None:
+            # + the rows of positions offset .. offset + L - 1, the same for every row of the batch
             x = self.position_embedding(x, offset)
+        elif isinstance(self.position_embedding, LearnedPositionalEmbedding):
+            x = x + self.position_embedding.weight[position_ids]  # + (B, L, D): one row per token
+        else:  # sinusoidal: the rows of the fixed table at each token's own position
+            table = sinusoidal_positional_encoding(
+                c.max_len,
+                c.d_model,
+                base=self.position_embedding.base,
+                dtype=x.dtype,
+                device=x.device,
+            )  # (max_len, D)
+            x = x + table[position_ids]  # (B, L, D)
         return self.embedding_dropout(x)
 
+    def _check_padding(
+        self,
+        input_ids: Tensor,
+        offset: int,
+        attention_mask: Tensor | None,
+        position_ids: Tensor | None,
+    ) -> Tensor | None:
+        """Check ``attention_mask`` and ``position_ids``; return the per-row positions to embed, or None."""
+        owner = "DecoderOnlyTransformer"
+        check_token_ids(owner, "input_ids", input_ids, self.config.vocab_size, min_len=1)
+        B, L = input_ids.shape
+        if attention_mask is not None:
+            expected = (B, offset + L)
+            if attention_mask.dtype != torch.bool or tuple(attention_mask.shape) != expected:
+                raise ValueError(
+                    f"{owner}: expected a bool attention_mask of shape (B, len(cache) + L) = "
+                    f"{expected} (True = a real token), received {tuple(attention_mask.shape)} "
+                    f"{attention_mask.dtype}"
+                )
+        if position_ids is not None:
+            if self.position_embedding is None:
+                raise ValueError(
+                    f"{owner}: position_ids need added position embeddings; rotary positions take "
+                    "one offset for the batch (received position_ids with positional='rotary')"
+                )
+            if position_ids.is_floating_point() or tuple(position_ids.shape) != (B, L):
+                raise ValueError(
+                    f"{owner}: expected integer position_ids of shape (B, L) = {(B, L)}, received "
+                    f"{tuple(position_ids.shape)} {position_ids.dtype}"
+                )
+            if (
+                position_ids.numel()
+                and not 0
+                <= int(position_ids.min())
+                <= int(position_ids.max())
+                < self.config.max_len
+            ):
+                raise ValueError(
+                    f"{owner}: expected position_ids in [0, max_len) = [0, {self.config.max_len}), "
+                    f"received values {int(position_ids.min())}..{int(position_ids.max())}"
+                )
+        elif attention_mask is not None and self.position_embedding is not None:
+            # each token's position counts the real tokens before it in its own row (padding
+            # tokens get position 0; nothing attends to them)
+            position_ids = (attention_mask.long().cumsum(dim=1) - 1).clamp(min=0)[:, -L:]  # (B, L)
+            if int(position_ids.max()) >= self.config.max_len:
+                raise ValueError(
+                    f"{owner}: positions up to {int(position_ids.max())} requested, but "
+                    f"max_len={self.config.max_len} allows positions 0..{self.config.max_len - 1} only"
+                )
+        return position_ids
+
     def forward(
-        self, input_ids: Tensor, cache: KVCache | None = None, return_attentions: bool = False
+        self,
+        input_ids: Tensor,
+        cache: KVCache | None = None,
+        return_attentions: bool = False,
+        attention_mask: Tensor | None = None,
+        position_ids: Tensor | None = None,
     ) -> Tensor | tuple[Tensor, tuple[Tensor, ...]]:
         """Next-token logits at every position.
 
+        A batch of sequences of different lengths is padded on the left (generation appends on
+        the right, so every row's last column is then its newest real token). Two things make a
+        padded row compute what it would alone: ``attention_mask`` hides its padding keys from
+        every query (combined with the causal mask), and ``position_ids`` number its real tokens
+        from 0. By default ``position_ids`` are counted from ``attention_mask``. With rotary
+        positions no per-row numbering is applied: every row's tokens sit at positions
+        ``len(cache) ..``, and since RoPE scores depend only on differences of positions, a row
+        shifted by its padding scores the same (up to rounding).
+
         Args:
             input_ids: ``(B, L)`` int64 token ids. With a non-empty ``cache`` these are the
-                *new* tokens, at positions ``len(cache) .. len(cache) + L - 1``.
+                *new* tokens, at columns ``len(cache) .. len(cache) + L - 1``.
             cache: a :class:`KVCache` to read from and append to (in place), or ``None``.
             return_attentions: also return the attention weights of every layer.
+            attention_mask: ``None`` (every token real) or bool ``(B, len(cache) + L)``, ``True``
+                at real tokens, ``False`` at padding, covering the cached and the new columns.
+            position_ids: ``None`` or integer ``(B, L)``, the position of each new token
+                (learned or sinusoidal positions only). ``None``: counted from
+                ``attention_mask`` (the number of real tokens before it in its row), or
+                ``len(cache) .. len(cache) + L - 1`` without a mask.
 
         Returns:
             logits ``(B, L, vocab_size)`` (row ``t`` scores the token at position ``t + 1``);
@@ -222,16 +307,25 @@ class DecoderOnlyTransformer(nn.Module):
 
         Raises:
             ValueError: if ``input_ids`` is not a 2-D integer tensor with ids in
-                ``[0, vocab_size)``, or the positions would exceed ``max_len``.
+                ``[0, vocab_size)``, the positions would exceed ``max_len``, ``attention_mask``
+                is not bool ``(B, len(cache) + L)``, or ``position_ids`` is not integer ``(B, L)``
+                in ``[0, max_len)`` (or is given to a rotary model); the messages name the
+                expected and the received shapes.
         """
         offset = len(cache) if cache is not None else 0
-        x = self._embed(input_ids, offset)  # (B, L, D)
+        position_ids = self._check_padding(input_ids, offset, attention_mask, position_ids)
+        x = self._embed(input_ids, offset, position_ids)  # (B, L, D)
+        # (B, 1, 1, S): padding keys hidden from every head and query; None: nothing to hide
+        key_mask = attention_mask[:, None, None, :] if attention_mask is not None else None
         attentions = []
         for i, block in enumerate(self.blocks):
             past = cache.layers[i] if cache is not None and i < len(cache.layers) else None
             # (B, L, D), (B, H, L, S), this layer's keys and values: the block computes them
-            # anyway, so asking for them costs nothing; they are kept only in a cache
-            x, weights, present = block(x, is_causal=True, past_kv=past, use_cache=True)
+            # anyway, so asking for them costs nothing; they are kept only in a cache. A key is
+            # seen only if both masks allow it (the causal one aligned bottom-right with a cache).
+            x, weights, present = block(
+                x, attn_mask=key_mask, is_causal=True, past_kv=past, use_cache=True
+            )
             if cache is not None:
                 # replace (or append) this layer's keys and values
                 cache.layers[i : i + 1] = [present]
@@ -249,6 +343,7 @@ class DecoderOnlyTransformer(nn.Module):
         use_cache: bool = True,
         generator: torch.Generator | None = None,
         return_logits: bool = False,
+        attention_mask: Tensor | None = None,
     ) -> Tensor | tuple[Tensor, Tensor]:
         """Append ``max_new_tokens`` tokens, one at a time, each drawn from the model's next-token distribution.
 
@@ -259,14 +354,24 @@ class DecoderOnlyTransformer(nn.Module):
         both give the same logits (up to rounding) and so the same tokens. The model is
         put in eval mode for the call (dropout off) and restored afterwards.
 
+        Prompts of different lengths go in one batch padded on the **left**, with
+        ``attention_mask`` marking the real tokens: every row's last column is then its
+        newest token, whose logits each step reads. At each step the mask grows by one
+        ``True`` column for the new token, :meth:`forward` hides the padding keys and numbers
+        each row's real tokens from 0 (its positions), and a row generates what its prompt
+        would alone, up to rounding.
+
         Args:
-            input_ids: ``(B, L)`` int64 prompt.
+            input_ids: ``(B, L)`` int64 prompt (left-padded if ``attention_mask`` is given;
+                the id at padding does not matter).
             max_new_tokens: number of tokens to append (``>= 0``).
             temperature: divides the logits; ``0`` picks the most likely token (greedy).
             top_k: sample only among the ``top_k`` most likely tokens (``None`` = all).
             use_cache: reuse keys and values through a :class:`KVCache`.
             generator: ``torch.Generator`` for reproducible sampling.
             return_logits: also return the logits each step sampled from.
+            attention_mask: ``None`` (no padding) or bool ``(B, L)``, ``True`` at real tokens:
+                in each row some ``False`` (padding) and then only ``True``.
 
         Returns:
             ``(B, L + max_new_tokens)`` int64; with ``return_logits``, also the
@@ -275,7 +380,9 @@ class DecoderOnlyTransformer(nn.Module):
         Raises:
             ValueError: for a negative ``max_new_tokens``, as :func:`sample_next_token`, or,
                 with ``use_cache``, if ``L + max_new_tokens - 1 > max_len`` (every token fed
-                needs a position; the last new token is never fed).
+                needs a position; the last new token is never fed); for an ``attention_mask``
+                that is not bool of the shape of ``input_ids``, has a row without a real
+                token, or pads a row on the right.
         """
         check_nonnegative_int("generate", "max_new_tokens", max_new_tokens)
         if (
@@ -287,22 +394,61 @@ class DecoderOnlyTransformer(nn.Module):
                 f"generate: a prompt of {input_ids.shape[1]} tokens plus {max_new_tokens} new ones needs "
                 f"{input_ids.shape[1] + max_new_tokens - 1} positions, but max_len={self.config.max_len}"
             )
+        if attention_mask is not None:
+            _check_left_padding(input_ids, attention_mask)
         with eval_mode(self):
-            tokens, step_logits = input_ids, []
+            tokens, step_logits, mask = input_ids, [], attention_mask
             cache = KVCache() if use_cache else None
             feed = input_ids  # with a cache: only the tokens not yet processed
             for _ in range(max_new_tokens):
                 window = feed if use_cache else tokens[:, -self.config.max_len :]  # (B, <= max_len)
-                logits = self(window, cache=cache)[:, -1]  # (B, V): scores of the next token
+                # the mask covers every column the step attends to: the cached ones and the window
+                seen = mask if mask is None or use_cache else mask[:, -window.shape[1] :]
+                # (B, V): scores of the next token, read at the last column (the newest real token)
+                logits = self(window, cache=cache, attention_mask=seen)[:, -1]
                 step_logits.append(logits)
                 next_token = sample_next_token(logits, temperature, top_k, generator)  # (B, 1)
                 tokens = torch.cat((tokens, next_token), dim=1)  # (B, L + steps so far)
+                if mask is not None:  # the new token is real: (B, L + steps so far)
+                    mask = torch.cat((mask, mask.new_ones(mask.shape[0], 1)), dim=1)
                 feed = next_token
         if not return_logits:
             return tokens
         V = self.config.vocab_size
         empty = input_ids.new_zeros((input_ids.shape[0], 0, V), dtype=self.lm_head.weight.dtype)
         return tokens, (torch.stack(step_logits, dim=1) if step_logits else empty)
+
+
+def _check_left_padding(input_ids: Tensor, attention_mask: Tensor) -> None:
+    """Raise ``ValueError`` unless ``attention_mask`` is a bool ``(B, L)`` left-padding mask of ``input_ids``."""
+    expected = tuple(input_ids.shape) if isinstance(input_ids, Tensor) else "(B, L)"
+    if (
+        not isinstance(attention_mask, Tensor)
+        or attention_mask.dtype != torch.bool
+        or tuple(attention_mask.shape) != expected
+    ):
+        received = (
+            f"{tuple(attention_mask.shape)} {attention_mask.dtype}"
+            if isinstance(attention_mask, Tensor)
+            else type(attention_mask).__name__
+        )
+        raise ValueError(
+            f"generate: expected a bool attention_mask of the shape of input_ids, (B, L) = "
+            f"{expected}, received {received}"
+        )
+    if not attention_mask.any(dim=1).all():
+        rows = (~attention_mask.any(dim=1)).nonzero().flatten().tolist()
+        raise ValueError(
+            f"generate: expected a real token in every row, rows {rows} are all padding"
+        )
+    # left padding: once a row's tokens are real they stay real (False ... False True ... True)
+    right = (attention_mask[:, :-1] & ~attention_mask[:, 1:]).any(dim=1)
+    if right.any():
+        raise ValueError(
+            "generate: expected left padding (False ... False True ... True in each row; new "
+            "tokens are appended on the right), received padding after a real token in rows "
+            f"{right.nonzero().flatten().tolist()}"
+        )
 
 
 def _init_weights(module: nn.Module) -> None:
