@@ -14,6 +14,7 @@ import torch
 from torch import Tensor, nn
 
 from ..nn.attention import GroupedQueryAttention, MultiHeadAttention
+from ..training.data import random_batch
 
 __all__ = [
     "offset_score",
@@ -350,7 +351,5 @@ def evaluation_batches(ids: Tensor, cfg) -> list[tuple[Tensor, Tensor]]:
     ``random_batch`` from a generator seeded with ``cfg.seed + 1``, as ``evaluate`` draws them
     (the training batches use ``cfg.seed``): the mean of ``lm_loss`` over them is ``evaluate``'s loss.
     """
-    from ..training.data import random_batch
-
     g = torch.Generator().manual_seed(cfg.seed + 1)
     return [random_batch(ids, cfg.batch_size, cfg.context, g) for _ in range(cfg.eval_batches)]
