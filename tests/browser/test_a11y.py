@@ -30,6 +30,9 @@ else:
 AXE = ROOT / "node_modules" / "axe-core" / "axe.min.js"
 WCAG_TAGS = ["wcag2a", "wcag2aa", "wcag21aa"]
 MODES = ("light", "dark")
+# Figures are drawn as the reader nears them (book/_ext/plotly_lazy.js); this draws them all now, so
+# that they and their keyboard controls are checked too.
+DRAW_ALL = "() => window.tlPlotly ? tlPlotly.drawAll().then(() => true) : true"
 
 
 @pytest.fixture(scope="module")
@@ -102,6 +105,7 @@ def test_every_page_has_no_axe_violations_in_light_and_dark_mode(site, server, b
     problems = {}
     for name in names:
         with Visit.served(server, browser, name) as visit:
+            visit.page.evaluate(DRAW_ALL)
             _open_solutions(visit.page)
             for mode in MODES:
                 _set_mode(visit.page, mode)
@@ -145,6 +149,7 @@ def test_plotly_figures_follow_dark_mode_and_back(site, server, browser):
             page = visit.page
             if not page.locator("main .plotly-graph-div").count():
                 continue
+            page.evaluate(DRAW_ALL)
             light = page.evaluate(FIGURE_COLOURS)
             for mode in ("dark", "light"):
                 _set_mode(page, mode)
@@ -204,6 +209,9 @@ def test_keyboard_walk_skips_formulas_and_shows_focus(site, server, browser):
     for name in [n for n in site_pages(site) if n.startswith("notebooks/")]:
         with Visit.served(server, browser, name) as visit:
             page, stops, checked = visit.page, [], set()
+            page.evaluate(
+                DRAW_ALL
+            )  # so the walk reaches the figures' toolbars and keyboard controls
             for _ in range(600):
                 page.keyboard.press("Tab")
                 focused = page.evaluate(FOCUSED)

@@ -254,6 +254,66 @@ def test_bad_input_gives_a_clear_message_and_no_figure(server, browser, site):
         assert visit.foreign == [] and visit.errors == [], (visit.foreign, visit.errors)
 
 
+ACTIVE = """b => { const a = document.activeElement;
+    return {inBox: b.contains(a), tag: a ? a.tagName.toLowerCase() : null,
+            label: a ? (a.getAttribute('aria-label') || a.textContent || '').trim() : null}; }"""
+
+
+def test_live_boxes_keep_the_focus_and_say_what_happened(server, browser):
+    """A keyboard and screen-reader reader (issue 24): on live.html each box is switched on with Enter
+    on its focused switch; when the switch disappears the focus goes to the box's first field, not to
+    <body>; the status line (role=status, aria-live=polite) says "Loaded" and then "Done: ...".
+    Chapter 8's model: Enter on Generate keeps the focus on Generate through the run; the text's
+    region is aria-live="polite", aria-busy while characters stream in and not after, and the status
+    line says "Generating ..." during the run and "Done: N characters ..." after it."""
+    with Visit.served(server, browser, "live.html") as visit:
+        page = visit.page
+        for model, first_field in (
+            ("minilm", "sentence for MiniLM"),
+            ("charlm", "prompt for the character model"),
+        ):
+            box = page.locator(f'.tl-live[data-model="{model}"]')
+            box.scroll_into_view_if_needed()
+            box.locator(".tl-live-start").focus()
+            page.keyboard.press("Enter")
+            box.locator(".tl-live-run").wait_for(timeout=120_000)
+            if model == "minilm":
+                _wait_for_result(page, box)
+            focus = box.evaluate(ACTIVE)
+            assert focus["inBox"] and focus["label"] == first_field, focus
+            status = box.locator(".tl-live-message").first
+            assert status.get_attribute("role") == "status"
+            assert status.get_attribute("aria-live") == "polite"
+            text = status.text_content()
+            assert text.startswith("Done: ") if model == "minilm" else text.startswith("Loaded"), (
+                text
+            )
+        char = page.locator('.tl-live[data-model="charlm"]')
+        out = char.locator(".tl-live-text")
+        assert out.get_attribute("aria-live") == "polite"
+        char.locator("input[aria-label='characters to generate']").fill("300")
+        char.evaluate("b => { b.dataset.state = ''; b.tlResult = null; }")
+        char.locator(".tl-live-run").focus()
+        page.keyboard.press("Enter")
+        page.wait_for_function(
+            "o => o.getAttribute('aria-busy') === 'true'", arg=out.element_handle()
+        )
+        during = char.evaluate(ACTIVE)
+        status = char.locator(".tl-live-message").first
+        assert status.text_content().startswith("Generating 300 characters"), status.text_content()
+        result = _wait_for_result(page, char)
+        assert "error" not in result, result
+        after = char.evaluate(ACTIVE)
+        assert during["inBox"] and during["label"] == "Generate", during
+        assert after["inBox"] and after["label"] == "Generate", after
+        assert out.get_attribute("aria-busy") is None
+        assert status.text_content().startswith("Done: 300 characters generated"), (
+            status.text_content()
+        )
+        char.screenshot(path=str(SHOTS / "live-charlm-after-keyboard-run.png"))
+        assert visit.errors == [], visit.errors
+
+
 def test_live_boxes_from_a_file_url_say_why_in_one_line(browser, site):
     with Visit(browser, (site / "live.html").as_uri(), ("file", "")) as visit:
         boxes = visit.page.locator(".tl-live")

@@ -34,6 +34,9 @@ SEARCHES = {
 }
 
 RAW_LATEX = re.compile(r"\\[A-Za-z]+|\\[()\[\]]|\$\$")
+# Figures are drawn as the reader nears them; a reader's Ctrl+P draws them all before printing
+# (book/_ext/plotly_lazy.js), as this does before page.pdf.
+DRAW_ALL = "() => window.tlPlotly ? tlPlotly.drawAll().then(() => true) : true"
 FILE_NAME = re.compile(r"^[….\s]*\.(ipynb|md)\b")  # a file label in place of the text
 
 
@@ -93,6 +96,7 @@ def test_every_chapter_prints_as_a_handout_without_solutions(site, server, brows
     for name in chapters:
         with Visit.served(server, browser, name) as visit:
             page = visit.page
+            page.evaluate(DRAW_ALL)
             passages = _solution_passages(page)
             number = re.match(r"notebooks/0?(\d+)_", name).group(1)
             assert passages, f"{name}: no solution text found to check (did the classes change?)"

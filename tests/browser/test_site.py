@@ -30,12 +30,22 @@ else:
 
 # The fixtures site, server and browser, Visit and site_pages are in conftest.py (shared with test_live.py).
 
+# Figures are drawn as the reader nears them (book/_ext/plotly_lazy.js); this draws them all now.
+DRAW_ALL = "() => window.tlPlotly ? tlPlotly.drawAll().then(() => true) : true"
+# Pictures load as the reader nears them (loading="lazy", book/_ext/page_weight.py); this loads them all.
+LOAD_IMAGES = """() => Promise.all([...document.images].map(i => {
+    i.loading = 'eager';
+    return i.complete ? null : new Promise(r => { i.onload = i.onerror = r; });
+})).then(() => true)"""
+
 
 def _check_page(name: str, server: str, browser) -> list[str]:
     """Open one page; return the problems found (empty if none)."""
     problems = []
     with Visit.served(server, browser, name) as visit:
         page = visit.page
+        page.evaluate(DRAW_ALL)
+        page.evaluate(LOAD_IMAGES)
         SHOTS.mkdir(parents=True, exist_ok=True)
         page.screenshot(
             path=str(SHOTS / (name.replace("/", "__").removesuffix(".html") + ".png")),
@@ -94,6 +104,7 @@ def _move_slider(page, div_id: str, at_end: bool, key: str = "z"):
     """
     fig = page.locator(f"#{div_id}")
     fig.scroll_into_view_if_needed()
+    page.evaluate(DRAW_ALL)
     before = _z(page, div_id, key)
     rail = fig.locator(".slider-rail-touch-rect").bounding_box()
     x = rail["x"] + rail["width"] - 2 if at_end else rail["x"] + 2
@@ -121,6 +132,7 @@ def test_mask_slider_and_menu_change_the_figures(server, browser):
 
         menu = page.locator("#mask-variants")
         menu.scroll_into_view_if_needed()
+        page.evaluate(DRAW_ALL)
         before = _z(page, "mask-variants")
         menu.locator(".updatemenu-header-group").click()
         menu.locator(".updatemenu-item-text", has_text="no mask").click()
@@ -149,6 +161,7 @@ def test_chapter_works_from_a_file_url(browser, site):
         assert visit.foreign == [], f"requests that left the folder: {visit.foreign}"
         assert visit.errors == []
         assert visit.page.locator("main mjx-container").count() > 0
+        visit.page.evaluate(DRAW_ALL)
         assert visit.page.locator("#attention-layers .main-svg").count() > 0
 
 
@@ -178,6 +191,7 @@ def test_a_phone_scrolls_the_page_and_nothing_is_wider_than_the_screen(site, ser
                     "() => window.MathJax && MathJax.startup && MathJax.startup.promise"
                 )
                 page.evaluate("() => MathJax.startup.promise")
+            page.evaluate(DRAW_ALL)
             width = page.evaluate("() => document.documentElement.scrollWidth")
             if touch and width > 390:
                 wide.append(f"{name}: {width} px")

@@ -91,7 +91,8 @@
       ort.env.wasm.numThreads = 1; // threads need cross-origin isolation, which a static server does not give
       ort.env.wasm.proxy = false;
       ort.env.logLevel = "error";
-      if (!window.Plotly) await loadScript(STATIC + "plotly.min.js");
+      // plotly.js through the book's loader (book/_ext/plotly_lazy.js, on every page with a live box)
+      if (!window.Plotly) await (window.tlPlotly ? window.tlPlotly.load() : loadScript(STATIC + "plotly.min.js"));
       var manifest = await fetchJSON(BASE + "models/manifest.json");
       return { ort: ort, manifest: manifest };
     })();
@@ -129,6 +130,13 @@
     div.appendChild(body);
     return { button: button, msg: msg, body: body, what: what };
   }
+  // A busy button keeps its focus: `disabled` would drop a keyboard reader's focus to <body>
+  // (issue 24), so it is marked aria-disabled and its handler ignores clicks while busy.
+  function busy(button, on) {
+    if (on) button.setAttribute("aria-disabled", "true");
+    else button.removeAttribute("aria-disabled");
+  }
+  function isBusy(button) { return button.getAttribute("aria-disabled") === "true"; }
   function say(parts, text, kind) {
     parts.msg.textContent = text || "";
     parts.msg.className = "tl-live-message" + (kind ? " tl-live-" + kind : "");
@@ -143,7 +151,8 @@
     var parts = frame(div, spec.title, spec.blurb, key);
     if (!parts) return;
     parts.button.addEventListener("click", async function () {
-      parts.button.disabled = true;
+      if (isBusy(parts.button)) return;
+      busy(parts.button, true);
       try {
         say(parts, "Loading the runtime\u2026");
         var rt = await loadRuntime();
@@ -153,10 +162,15 @@
         var session = await loadSession(rt, entry, function (got, total) {
           say(parts, "Loading " + spec.label + ": " + mb(got) + (total ? " of " + mb(total) : ""));
         });
+        // the switch goes; a reader whose focus was on it lands on the box's first field, not <body>
+        var hadFocus = document.activeElement === parts.button;
         parts.button.remove();
+        say(parts, "Loaded " + spec.label + ".");
         spec.build(div, parts, rt, entry, session, prepared);
+        var first = parts.body.querySelector("textarea, input, select, button");
+        if (hadFocus && first) first.focus();
       } catch (err) {
-        parts.button.disabled = false;
+        busy(parts.button, false);
         say(parts, "Live mode could not start: " + err.message, "error");
       }
     });
@@ -195,7 +209,7 @@
     parts.body.appendChild(info);
     parts.body.appendChild(figs);
     parts.body.hidden = false;
-    var state = null, busy = false;
+    var state = null, computing = false;
 
     function fail(text) { // a clear message and no figure that could be mistaken for this input's
       figs.hidden = true;
@@ -205,9 +219,9 @@
       say(parts, text, "error");
     }
     async function compute() {
-      if (busy) return;
-      busy = true;
-      run.disabled = true;
+      if (computing) return;
+      computing = true;
+      busy(run, true);
       try {
         var text = input.value;
         if (!text.trim()) return fail("The box is empty: type a sentence.");
@@ -242,14 +256,15 @@
         div.tlResult = { ids: ids, tokens: tokens, L: L, n_layers: entry.n_layers, n_heads: entry.n_heads,
           attentions: Array.from(att), hidden_first: Array.from(out.hidden.data.slice(0, 8)), ms: ms };
         figs.hidden = false;
-        say(parts, "");
+        say(parts, "Done: the attention of your " + L + " tokens, computed in " + ms.toFixed(0) + " ms; layer " +
+          layer.value + ", head " + head.value + " is drawn below, all 72 heads under it.");
         draw();
         div.dataset.state = "done";
       } catch (err) {
         fail("The computation failed: " + err.message);
       } finally {
-        busy = false;
-        run.disabled = false;
+        computing = false;
+        busy(run, false);
       }
     }
     function headMatrix(l, k) {
@@ -334,7 +349,7 @@
   function showChar(c) { return c === "\n" ? "\u23ce" : c === " " ? "\u2423" : c; }
 
   function buildCharLM(div, parts, rt, entry, session) {
-    say(parts, "");
+    say(parts, "Loaded the model: type a prompt and press Generate.");
     var n = ++uid, V = entry.vocab.length, index = new Map();
     entry.vocab.forEach(function (c, i) { index.set(c, i); });
     var prompt = h("textarea", { cls: "tl-live-input", rows: "3", "aria-label": "prompt for the character model" });
@@ -353,7 +368,9 @@
     var controls = h("div", { cls: "tl-live-controls" }, label("temperature", temp), tempOut, label("top-k", topk),
       label("characters", count), label("seed", seed), go, stop);
     var info = h("p", { cls: "tl-live-info" });
-    var out = h("pre", { cls: "tl-live-text", "aria-live": "off" });
+    // announced once a run ends (aria-busy while characters stream in, so they are not read one by one)
+    var out = h("pre", { cls: "tl-live-text", "aria-live": "polite", "aria-atomic": "true",
+      "aria-label": "generated text" });
     var plot = h("div", { cls: "tl-live-plot", id: "tl-live-charlm-probs-" + n });
     var figs = h("div", { cls: "tl-live-figures", hidden: "" }, out,
       h("div", { role: "figure", "aria-label": "probabilities of the next character at the current step" }, plot));
@@ -432,8 +449,9 @@
       if (K !== null && (!Number.isInteger(K) || K < 1 || K > V)) return fail("Top-k: a whole number from 1 to " + V + ", or empty for all.");
       if (!Number.isInteger(+seed.value) || +seed.value < 0) return fail("Seed: a whole number from 0 up.");
       running = true; stopRequested = false;
-      go.disabled = true; stop.disabled = false;
-      say(parts, "");
+      busy(go, true); stop.disabled = false;
+      out.setAttribute("aria-busy", "true");
+      say(parts, "Generating " + N + " characters at T = " + T + "\u2026");
       figs.hidden = false;
       var ids = chars.map(function (c) { return index.get(c); }), promptLen = ids.length, random = rng(+seed.value);
       out.textContent = "";
@@ -467,6 +485,8 @@
         info.textContent += steps + " characters in " + total.toFixed(2) + " s: " + (steps / total).toFixed(0) +
           " characters per second in this browser (the model itself: " + (modelMs / steps).toFixed(1) + " ms a step)." +
           (T > 0 ? " Sampling uses this page's own seeded random numbers, so the text differs from PyTorch's for the same seed; at T = 0 both are greedy and agree." : "");
+        say(parts, (stopRequested && steps < N ? "Stopped after " + steps + " of " + N : "Done: " + steps) +
+          " characters generated in " + total.toFixed(1) + " s; the text is below.");
         div.tlResult = { prompt: text, prompt_ids: ids.slice(0, promptLen), generated_ids: ids.slice(promptLen),
           generated: generated, temperature: T, top_k: K, seconds: total, model_ms: modelMs };
         div.dataset.state = "done";
@@ -474,7 +494,10 @@
         fail("Generation failed: " + err.message);
       } finally {
         running = false;
-        go.disabled = false; stop.disabled = true;
+        out.removeAttribute("aria-busy");
+        busy(go, false);
+        if (document.activeElement === stop) go.focus(); // Stop is about to be disabled: keep the focus
+        stop.disabled = true;
       }
     }
     go.addEventListener("click", generate);
