@@ -111,3 +111,38 @@ def test_plot_loglog_fit_labels_slopes():
     # the fitted line passes the points
     np.testing.assert_allclose(ax.get_lines()[1].get_ydata(), [1, 4, 16])
     plt.close("all")
+
+
+def test_plot_roofline_draws_the_two_ceilings_the_ridge_and_the_points():
+    from transformer_lite.book.viz.ch7_cost import plot_roofline
+
+    peak, bandwidth = 100e9, 20e9  # ridge at 5 FLOP/byte
+    ax = plot_roofline(
+        peak,
+        bandwidth,
+        {"memory-bound": (0.5, 8e9), "compute-bound": (50.0, 60e9)},
+        minor={"stage": (30.0, 40e9)},
+        title="t",
+    )
+    assert ax.get_xscale() == "log" and ax.get_yscale() == "log"
+    assert "FLOP per byte" in ax.get_xlabel() and ax.get_ylabel() == "GFLOP/s"
+    roof, ridge, *points = ax.get_lines()
+    x, y = roof.get_xdata(), roof.get_ydata()
+    # min(peak, bandwidth * I), in GFLOP/s: bandwidth's slope left of the ridge, flat right of it
+    np.testing.assert_allclose(y, np.minimum(100.0, 20.0 * x))
+    assert x.min() < 0.5 and x.max() > 50
+    np.testing.assert_allclose(ridge.get_xdata(), [5.0, 5.0])
+    assert [(p.get_xdata()[0], p.get_ydata()[0]) for p in points] == [
+        (0.5, 8.0),
+        (50.0, 60.0),
+        (30.0, 40.0),
+    ]
+    assert points[2].get_markerfacecolor() == "none"
+    assert any("ridge point" in t.get_text() and "5.0" in t.get_text() for t in ax.texts)
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == [
+        "roofline",
+        "memory-bound",
+        "compute-bound",
+        "stage",
+    ]
+    plt.close("all")

@@ -1,16 +1,16 @@
 """Static figures (matplotlib) of chapter 7, ``notebooks/07_cost.ipynb``:
-measured cost on log-log axes, with fitted slopes.
+measured cost on log-log axes, with fitted slopes, and a roofline.
 """
 
 from __future__ import annotations
 
 import matplotlib.pyplot as plt
 import numpy as np
-from matplotlib.ticker import NullLocator
+from matplotlib.ticker import FuncFormatter, NullFormatter, NullLocator
 
 from ._style import _LINE_COLORS, _MARKERS, _label_line_axes
 
-__all__ = ["fit_loglog_slope", "plot_loglog_fit"]
+__all__ = ["fit_loglog_slope", "plot_loglog_fit", "plot_roofline"]
 
 
 def fit_loglog_slope(x, y, min_x: float | None = None) -> float:
@@ -77,3 +77,78 @@ def plot_loglog_fit(
     ax.set_xticks(x, [f"{v:g}" for v in x])  # label the measured lengths only
     ax.xaxis.set_minor_locator(NullLocator())
     return _label_line_axes(ax, xlabel, ylabel, title)
+
+
+def plot_roofline(
+    peak_flops: float,
+    bandwidth: float,
+    kernels: dict,
+    title: str = "",
+    ax: plt.Axes | None = None,
+    minor: dict | None = None,
+) -> plt.Axes:
+    """A roofline on log-log axes: attainable GFLOP/s ``min(peak, bandwidth * I)`` against the
+    arithmetic intensity ``I`` (FLOP per byte), the ridge point ``I = peak / bandwidth`` marked,
+    and measured kernels as points.
+
+    Args:
+        peak_flops: the compute ceiling, FLOP/s.
+        bandwidth: the memory ceiling, bytes/s.
+        kernels: ``{label: (intensity, achieved FLOP/s)}``, drawn as large markers.
+        title: the title.
+        ax: axes to draw on (a new figure if None).
+        minor: like ``kernels``, drawn as small hollow markers (e.g. a kernel's stages).
+
+    Returns:
+        The axes.
+    """
+    if ax is None:
+        _, ax = plt.subplots(figsize=(6.5, 4.5))
+    ridge = peak_flops / bandwidth
+    points = list(kernels.values()) + list((minor or {}).values())
+    lo = min([ridge] + [i for i, _ in points]) / 4
+    hi = max([ridge] + [i for i, _ in points]) * 4
+    x = np.geomspace(lo, hi, 200)
+    ax.loglog(x, np.minimum(peak_flops, bandwidth * x) / 1e9, color="0.2", lw=2, label="roofline")
+    ax.axvline(ridge, color="0.4", ls=":", lw=1.2)
+    ys = [peak_flops] + [a for _, a in points]
+    y_lo, y_hi = min(ys) / 3 / 1e9, max(ys) * 2 / 1e9
+    ax.annotate(
+        f"ridge point\n{ridge:.1f} FLOP/byte",
+        (ridge, y_lo),
+        xytext=(-5, 6),
+        textcoords="offset points",
+        ha="right",
+        fontsize=8,
+    )
+    for i, (label, (intensity, achieved)) in enumerate(kernels.items()):
+        ax.loglog(
+            intensity,
+            achieved / 1e9,
+            _MARKERS[i % 6],
+            color=_LINE_COLORS[i % 6],
+            ms=9,
+            ls="none",
+            label=label,
+        )
+    for j, (label, (intensity, achieved)) in enumerate((minor or {}).items()):
+        k = len(kernels) + j
+        ax.loglog(
+            intensity,
+            achieved / 1e9,
+            _MARKERS[k % 6],
+            mfc="none",
+            color=_LINE_COLORS[k % 6],
+            ms=6,
+            ls="none",
+            label=label,
+        )
+    ax.set_xlim(lo, hi)
+    ax.set_ylim(y_lo, y_hi)
+    plain = FuncFormatter(lambda v, _: f"{v:g}")
+    ax.xaxis.set_major_formatter(plain)
+    ax.yaxis.set_major_formatter(plain)
+    ax.yaxis.set_minor_formatter(NullFormatter())
+    _label_line_axes(ax, "arithmetic intensity (FLOP per byte of main memory)", "GFLOP/s", title)
+    ax.legend(fontsize=8, loc="lower right")
+    return ax
