@@ -82,7 +82,9 @@ def test_child_env_sets_the_allocator():
 
 def test_machine_records_what_results_depend_on():
     m = _common.machine()
-    assert {"cpu_model", "cpu_flags", "logical_cpus", "torch", "caches_per_core_or_shared"} <= set(m)
+    assert {"cpu_model", "cpu_flags", "logical_cpus", "torch", "caches_per_core_or_shared"} <= set(
+        m
+    )
     assert _common.machine_line(m).startswith("- CPU: ")
 
 
