@@ -85,7 +85,7 @@ def test_teachers_page_in_the_built_book(site):
         )
     # every exercise reference resolved to a link; the licence in the footer of every page
     assert "ex-attention-sdpa" not in re.sub(r'href="[^"]*"', "", html)
-    for page in ("index.html", "teachers.html", "notebooks/01_attention.html", "changes.html"):
+    for page in ("intro.html", "teachers.html", "notebooks/01_attention.html", "changes.html"):
         assert "creativecommons.org/licenses/by/4.0" in (site / page).read_text(encoding="utf-8"), (
             page
         )
