@@ -75,6 +75,15 @@ clean:
 student:
 	$(PYTHON) scripts/make_student_edition.py --source notebooks --output student_edition
 
+# For teachers: grade the students' filled-in student-edition notebooks, SUBMISSIONS/<student>/<chapter>.ipynb,
+# each in its own kernel and temporary copy (scripts/grade.py): OUT/grades.csv and OUT/feedback/<student>.md.
+OUT ?= grades
+TIME_LIMIT ?= 300
+.PHONY: grade
+grade:
+	@test -n "$(SUBMISSIONS)" || { echo "usage: make grade SUBMISSIONS=dir/ [OUT=grades/] [TIME_LIMIT=300]" >&2; exit 2; }
+	$(PYTHON) scripts/grade.py "$(SUBMISSIONS)" --output "$(OUT)" --time-limit $(TIME_LIMIT)
+
 # Interactive use: JupyterLab on the chapters (project config in .jupyter/, e.g. allow_root for containers).
 lab: install
 	JUPYTER_CONFIG_PATH=$(CURDIR)/.jupyter jupyter lab --no-browser
