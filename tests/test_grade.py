@@ -1,0 +1,196 @@
+"""The grading command, scripts/grade.py (`make grade SUBMISSIONS=dir/`).
+
+Oracle: a folder of synthetic submissions, each made from the real student edition of two chapters
+whose exercise sections run in about a second (5, teacher forcing's shift; 6, an RNN step's
+Jacobian), gives exactly the grade book written out below: the chapters' own solutions pass; five
+listed wrong implementations per checker fail with the checker's message for that mistake; a stub
+is not attempted, and so is a missing notebook or a printed fake verdict; a syntax error, a
+SystemExit, an os.remove outside the working copy, a kernel that dies and megabytes of output are
+errors of their kind; an infinite loop times out. Nothing outside the working copies changes: the
+file the submission tries to delete and the submission folder itself are intact afterwards.
+"""
+
+import csv
+import hashlib
+import io
+import runpy
+from pathlib import Path
+
+import nbformat
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+CH5, CH6 = "05_encoder_decoder", "06_rnn_gradients"
+SHIFT, JACOBIAN = f"{CH5}/check_shift_right", f"{CH6}/check_rnn_step_jacobian"
+pytestmark = pytest.mark.slow  # about 20 kernels, each a few seconds
+
+# The student's cell for each exercise: (a header that defines the function, the body)
+SHIFT_DEF = "def my_shift_right(tgt, bos_id):\n"
+JACOBIAN_DEF = "def my_rnn_step_jacobian(weight_hh, h):\n"
+SHIFT_CASE = "wrong decoder input for tgt of shape (3, 6), bos_id=1"
+JACOBIAN_CASE = "wrong Jacobian for weight_hh of shape (5, 5), h of shape (3, 5)"
+# fmt: off
+WRONG_SHIFT = [  # (body, the checker's message)
+    ("    return torch.cat([tgt[:, 1:], torch.full_like(tgt[:, :1], bos_id)], 1)\n",
+     f"{SHIFT_CASE}. Likely mistake: shifted left: the decoder input starts with BOS and is the target "
+     "moved one step to the RIGHT"),
+    ("    return torch.cat([torch.full_like(tgt[:, :1], bos_id), tgt[:, 1:]], 1)\n",
+     f"{SHIFT_CASE}. Likely mistake: BOS overwrites the first target token instead of being prepended"),
+    ("    return tgt.clone()\n",
+     f"{SHIFT_CASE}. Likely mistake: no shift: the decoder would see the token it must predict"),
+    ("    return torch.cat([torch.full_like(tgt[:, :1], bos_id), tgt], 1)\n",
+     f"{SHIFT_CASE}. Likely mistake: the last target column was kept, so the input is one longer than "
+     "the target; drop it (tgt[:, :-1])"),
+    ("    return torch.cat([torch.full_like(tgt[:, :1], bos_id), tgt[:, :-1]], 1).float()\n",
+     "decoder input for tgt of shape (3, 6), bos_id=1: expected integer token ids, received dtype "
+     "torch.float32"),
+]
+WRONG_JACOBIAN = [
+    ("    return weight_hh.expand(h.shape[0], -1, -1)\n",
+     f"{JACOBIAN_CASE}. Likely mistake: missing the tanh derivative: J = diag(1 - h_t**2) W_hh, not "
+     "W_hh alone"),
+    ("    return (1 - h)[:, :, None] * weight_hh\n",
+     f"{JACOBIAN_CASE}. Likely mistake: 1 - h instead of 1 - h**2: tanh'(a) = 1 - tanh(a)**2"),
+    ("    return (1 - h**2)[:, :, None] * weight_hh.T\n",
+     f"{JACOBIAN_CASE}. Likely mistake: transposed W_hh: row i of J is d h_t[i] / d h_{{t-1}}, which is "
+     "row i of W_hh, scaled by 1 - h_t[i]**2"),
+    ("    return (1 - torch.tanh(h) ** 2)[:, :, None] * weight_hh\n",
+     f"{JACOBIAN_CASE}. Likely mistake: applied tanh' to h_t as if it were the pre-activation: h_t is "
+     "already tanh(a_t), so tanh'(a_t) = 1 - h_t**2"),
+    ("    return weight_hh * (1 - h**2)[:, None, :]\n",
+     f"{JACOBIAN_CASE}. Likely mistake: scaled the columns instead of the rows: J = diag(1 - h_t**2) "
+     "W_hh multiplies row i by 1 - h_t[i]**2"),
+]
+# fmt: on
+
+
+def _gen():
+    return runpy.run_path(str(ROOT / "scripts" / "make_student_edition.py"))
+
+
+def _grader():
+    return runpy.run_path(str(ROOT / "scripts" / "grade.py"))
+
+
+def student_edition(stem: str) -> nbformat.NotebookNode:
+    gen = _gen()
+    path = ROOT / "notebooks" / f"{stem}.ipynb"
+    return gen["student_notebook"](nbformat.read(path, as_version=4), gen["chapter_number"](path))
+
+
+def solution_source(stem: str) -> str:
+    """The chapter's own solution of its (only) function exercise, markers removed."""
+    chapter = nbformat.read(ROOT / "notebooks" / f"{stem}.ipynb", as_version=4)
+    (source,) = [
+        c.source
+        for c in chapter.cells
+        if "solution" in c.metadata.get("tags", []) and "# BEGIN SOLUTION" in c.source
+    ]
+    return "\n".join(line for line in source.splitlines() if "SOLUTION" not in line)
+
+
+def filled(stem: str, source: str | None, edit=None) -> nbformat.NotebookNode:
+    """The student edition of ``stem`` with its exercise cell's source replaced (None: the stub kept)."""
+    nb = student_edition(stem)
+    (cell,) = [c for c in nb.cells if "exercise" in c.metadata.get("tags", [])]
+    if source is not None:
+        cell.source = source
+    if edit:
+        edit(nb, cell)
+    return nb
+
+
+def write(folder: Path, student: str, stem: str, nb) -> None:
+    (folder / student).mkdir(parents=True, exist_ok=True)
+    nbformat.write(nb, folder / student / f"{stem}.ipynb")
+
+
+def digest(folder: Path) -> dict[str, str]:
+    return {
+        str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(folder.rglob("*"))
+        if p.is_file()
+    }
+
+
+def test_exercise_section_starts_at_the_heading():
+    grade = _grader()
+    nb = student_edition(CH5)
+    section = grade["exercise_section"](nb)
+    assert section.cells[0].source.startswith("## Exercises")
+    assert list(grade["checkers"](section)) == ["check_shift_right"]
+    nb.cells = [c for c in nb.cells if not c.source.startswith("## Exercises")]
+    with pytest.raises(ValueError, match="## Exercises"):
+        grade["exercise_section"](nb)
+
+
+def test_grade_book_of_synthetic_submissions(tmp_path, capsys):
+    subs, out = tmp_path / "submissions", tmp_path / "grades"
+    teacher = tmp_path / "teacher_file.txt"  # outside every working copy
+    teacher.write_text("the teacher's notes\n")
+    shift, jacobian = solution_source(CH5), solution_source(CH6)
+    expected = {}
+
+    write(subs, "correct", CH5, filled(CH5, shift))
+    write(subs, "correct", CH6, filled(CH6, jacobian))
+    expected["correct"] = ("passed", "passed")
+    for k, ((s_body, s_msg), (j_body, j_msg)) in enumerate(zip(WRONG_SHIFT, WRONG_JACOBIAN), 1):
+        write(subs, f"wrong{k}", CH5, filled(CH5, SHIFT_DEF + s_body))
+        write(subs, f"wrong{k}", CH6, filled(CH6, JACOBIAN_DEF + j_body))
+        expected[f"wrong{k}"] = (f"failed: {s_msg}", f"failed: {j_msg}")
+    write(subs, "empty", CH5, filled(CH5, None))  # the stubs as handed out
+    write(subs, "empty", CH6, filled(CH6, None))
+    expected["empty"] = ("not attempted", "not attempted")
+    write(subs, "syntax", CH5, filled(CH5, SHIFT_DEF + "    return torch.cat([tgt\n"))
+    expected["syntax"] = ("error: SyntaxError", "not attempted")  # no chapter-6 notebook
+    loop = SHIFT_DEF + "    while True:\n        pass\n"
+    write(subs, "loop", CH5, filled(CH5, loop))
+    write(subs, "loop", CH6, filled(CH6, jacobian))  # its own kernel: graded as usual
+    expected["loop"] = ("timed out", "passed")
+    write(subs, "exits", CH5, filled(CH5, "raise SystemExit(1)\n\n" + shift))
+    write(subs, "exits", CH6, filled(CH6, JACOBIAN_DEF + "    raise SystemExit('bye')\n"))
+    expected["exits"] = ("error: SystemExit", "error: SystemExit")
+    remove = f"import os\n\nos.remove({str(teacher)!r})\n\n{shift}"
+    write(subs, "deletes", CH5, filled(CH5, remove))
+    rmtree = f"import shutil\n\nshutil.rmtree({str(subs)!r})\n\n{jacobian}"
+    write(subs, "deletes", CH6, filled(CH6, rmtree))
+    expected["deletes"] = ("error: PermissionError", "error: PermissionError")
+    write(subs, "crashes", CH6, filled(CH6, "import os\n\nos._exit(3)\n\n" + jacobian))
+    expected["crashes"] = ("not attempted", "error: kernel died")
+    chatty = "print('x' * 3_000_000)\n\n" + shift
+    write(subs, "chatty", CH5, filled(CH5, chatty))
+    expected["chatty"] = ("error: output over 1000000 bytes", "not attempted")
+
+    def forge(nb, cell):  # the checker cell replaced by a printed verdict
+        (check,) = [c for c in nb.cells if "check_shift_right(" in c.source]
+        check.source = "print('check_shift_right: all checks passed')"
+
+    def drop_check(nb, cell):  # the checker cell deleted: the grader puts the book's back
+        nb.cells = [c for c in nb.cells if "check_rnn_step_jacobian(" not in c.source]
+
+    write(subs, "edits_checks", CH5, filled(CH5, None, forge))
+    write(subs, "edits_checks", CH6, filled(CH6, jacobian, drop_check))
+    expected["edits_checks"] = ("not attempted", "passed")
+    (subs / "edits_checks" / "notes.txt").write_text("not a notebook")
+    before = digest(subs)
+
+    _grader()["main"]([str(subs), "--output", str(out), "--time-limit", "20"])
+
+    assert teacher.read_text() == "the teacher's notes\n"
+    assert digest(subs) == before
+    buf = io.StringIO()
+    writer = csv.writer(buf, lineterminator="\n")
+    writer.writerow(["student", SHIFT, JACOBIAN])
+    for student in sorted(expected):
+        writer.writerow([student, *expected[student]])
+    got = (out / "grades.csv").read_text()
+    assert list(csv.reader(io.StringIO(got))) == list(csv.reader(io.StringIO(buf.getvalue())))
+    assert got == buf.getvalue()
+
+    assert sorted(p.name for p in (out / "feedback").iterdir()) == [
+        f"{s}.md" for s in sorted(expected)
+    ]
+    feedback = (out / "feedback" / "wrong1.md").read_text()
+    assert WRONG_SHIFT[0][1] in feedback and WRONG_JACOBIAN[0][1] in feedback
+    assert "outside the working copy" in (out / "feedback" / "deletes.md").read_text()
+    assert "no notebook submitted" in (out / "feedback" / "syntax.md").read_text()
