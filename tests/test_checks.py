@@ -1,7 +1,8 @@
-"""The shared checks (transformer_lite.checks), the residual sublayer and the finder of installed files.
+"""The shared checks (transformer_lite.checks) and the finder of installed files.
 
-Oracles: the messages the docstrings promise; a module's mode before and after; the residual
-formulas written out by hand (Vaswani et al., 2017, Sec. 3.1; Xiong et al., 2020); importlib.metadata.
+Oracles: the messages the docstrings promise; a module's mode before and after; importlib.metadata.
+(The blocks' post-norm and pre-norm formulas are checked against torch's layers in test_block.py
+and test_decoder.py.)
 """
 
 import importlib.metadata
@@ -10,7 +11,6 @@ import pytest
 import torch
 from torch import nn
 
-from tests.conftest import F64, close, rand
 from transformer_lite.checks import (
     check_heads,
     check_last_dim,
@@ -22,7 +22,6 @@ from transformer_lite.checks import (
     check_token_ids,
     eval_mode,
 )
-from transformer_lite.nn.blocks import residual
 from transformer_lite.pretrained.files import installed_files
 
 
@@ -122,20 +121,6 @@ def test_head_position_and_sequence_checks():
         match=r"S: expected one batch size B, received x \(2, 5, 8\), memory \(1, 3, 8\)",
     ):
         check_sequences("S", 8, x=x, memory=torch.zeros(1, 3, 8))
-
-
-@pytest.mark.parametrize("norm_first", [True, False])
-def test_residual_pre_and_post_norm_by_hand(norm_first):
-    x = rand(2, 3, 4, seed=1)
-    norm = nn.LayerNorm(4, dtype=F64)
-    weight = rand(4, 4, seed=2)
-    sublayer = lambda h: h @ weight  # noqa: E731
-    expected = x + sublayer(norm(x)) if norm_first else norm(x + sublayer(x))
-    close(residual(x, sublayer, norm, nn.Identity(), norm_first), expected)
-    # a sublayer that returns a tuple (attention and its weights) keeps its extra outputs
-    y, extra = residual(x, lambda h: (sublayer(h), "weights"), norm, nn.Identity(), norm_first)
-    close(y, expected)
-    assert extra == "weights"
 
 
 def test_installed_files_finds_a_distribution_and_nothing_for_a_missing_one():

@@ -6,12 +6,12 @@
 - :mod:`.normalization`: LayerNorm and RMSNorm;
 - :mod:`.positional`: sinusoidal, learned and rotary (RoPE) positions;
 - :mod:`.relative_position`: relative biases (Shaw et al., T5) and ALiBi;
-- :mod:`.blocks`: the residual sublayer, the feed-forward networks (position-wise and SwiGLU)
-  and the blocks (one for encoder and GPT-style, one decoder);
+- :mod:`.blocks`: the feed-forward networks (position-wise and SwiGLU) and the blocks (one for
+  encoder and GPT-style, one decoder), each forward written as the post-norm and pre-norm formulas;
 - :mod:`.recurrent`: the RNN and GRU that chapter 6 compares with attention;
 - :mod:`.dtypes`: the dtype rules (half precision computes in float32; RoPE's angle dtype).
 
-A GPT-style block reads in three files: :mod:`.blocks` (:func:`residual`, the feed-forward
+A GPT-style block reads in three files: :mod:`.blocks` (the feed-forward
 network and :class:`TransformerBlock`), :mod:`.attention` (:class:`GroupedQueryAttention`, which
 takes its causal mask from :func:`.masks.causal_mask`, met in chapter 2, and in the Llama-style variant its rotary positions from
 :mod:`.positional`) and :mod:`.normalization`.

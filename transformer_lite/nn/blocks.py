@@ -1,12 +1,12 @@
 """Transformer blocks: attention and a feed-forward network, each in a residual connection.
 
-A block is three ideas, all in this module but attention (:mod:`.attention`) and the norms
-(:mod:`.normalization`):
+A block is two ideas, both in this module, around attention (:mod:`.attention`) and the
+norms (:mod:`.normalization`):
 
-- :func:`residual`: one sublayer with its residual connection and normalization, post-norm
-  (Vaswani et al., 2017, Sec. 3.1: ``LayerNorm(x + Sublayer(x))``) or pre-norm (Xiong et al.,
-  2020: ``x + Sublayer(LayerNorm(x))``, used by GPT-2 and most recent LLMs). Every block
-  writes its sublayers through it.
+- Each sublayer sits in a residual connection with a normalization, post-norm (Vaswani et
+  al., 2017, Sec. 3.1: ``LayerNorm(x + Sublayer(x))``) or pre-norm (Xiong et al., 2020:
+  ``x + Sublayer(LayerNorm(x))``, used by GPT-2 and most recent LLMs). Each block's
+  ``forward`` writes both formulas out, one branch each, as ``nn.TransformerEncoderLayer`` does.
 - The feed-forward sublayer, applied to every position separately:
   :class:`PositionwiseFeedForward` (Vaswani et al., 2017, Sec. 3.3, Eq. 2:
   ``FFN(x) = max(0, x W1 + b1) W2 + b2``; BERT and GPT-2 use the GELU of Hendrycks & Gimpel,
@@ -29,8 +29,6 @@ torch's layers come last.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 import torch.nn.functional as F
 from torch import Tensor, nn
 
@@ -40,7 +38,6 @@ from .normalization import LayerNorm, RMSNorm
 from .positional import RotaryEmbedding
 
 __all__ = [
-    "residual",
     "PositionwiseFeedForward",
     "SwiGLUFeedForward",
     "make_norm",
@@ -49,38 +46,6 @@ __all__ = [
 ]
 
 _NORMS = {"layernorm": LayerNorm, "rmsnorm": RMSNorm}
-
-
-def residual(
-    x: Tensor,
-    sublayer: Callable[[Tensor], Tensor | tuple],
-    norm: nn.Module,
-    dropout: nn.Module,
-    norm_first: bool,
-) -> Tensor | tuple:
-    """One sublayer in its residual connection, pre-norm or post-norm.
-
-    Pre-norm (``norm_first=True``; Xiong et al., 2020): ``x + dropout(sublayer(norm(x)))``.
-    Post-norm (Vaswani et al., 2017, Sec. 3.1 and 5.4): ``norm(x + dropout(sublayer(x)))``.
-
-    Args:
-        x: ``(B, L, D)`` input of the sublayer, and the residual stream.
-        sublayer: a function of ``(B, L, D)``, returning ``(B, L, D)`` or a tuple whose
-            first element is ``(B, L, D)`` (attention returns its weights as well).
-        norm: the normalization (``LayerNorm`` or ``RMSNorm``) of this sublayer.
-        dropout: the dropout applied to the sublayer's output before the sum.
-        norm_first: pre-norm if True, post-norm if False.
-
-    Returns:
-        ``(B, L, D)``; or, if ``sublayer`` returned a tuple, the same tuple with its
-        first element replaced by the new residual stream.
-
-    The callers are the blocks of this module; they pass tensors of the right shape.
-    """
-    out = sublayer(norm(x) if norm_first else x)
-    out, *extra = out if isinstance(out, tuple) else (out,)
-    y = x + dropout(out) if norm_first else norm(x + dropout(out))
-    return (y, *extra) if extra else y
 
 
 # gelu: the exact (erf) form, as in BERT and nn.Transformer*
@@ -308,18 +273,25 @@ class TransformerBlock(nn.Module):
                 "TransformerBlock: a key/value cache needs grouped-query attention: build the "
                 "block with n_kv_heads"
             )
+        if self.norm_first:  # pre-norm: x + Sublayer(LN(x))
+            h, weights, present = self._self_attention(self.norm1(x), attn_mask, is_causal, past_kv)
+            x = x + self.dropout1(h)
+            x = x + self.dropout2(self.ff(self.norm2(x)))
+        else:  # post-norm: LN(x + Sublayer(x))
+            h, weights, present = self._self_attention(x, attn_mask, is_causal, past_kv)
+            x = self.norm1(x + self.dropout1(h))
+            x = self.norm2(x + self.dropout2(self.ff(x)))
+        return (x, weights, present) if use_cache else (x, weights)
 
-        def self_attention(h: Tensor) -> tuple:
-            if grouped:
-                return self.self_attn(h, past_kv, attn_mask=attn_mask, is_causal=is_causal)
-            return self.self_attn(h, h, h, attn_mask=attn_mask, is_causal=is_causal)
-
-        # present: [] from multi-head attention, [(keys, values)] from grouped-query attention
-        x, weights, *present = residual(
-            x, self_attention, self.norm1, self.dropout1, self.norm_first
-        )
-        x = residual(x, self.ff, self.norm2, self.dropout2, self.norm_first)
-        return (x, weights, *present) if use_cache else (x, weights)
+    def _self_attention(
+        self, h: Tensor, attn_mask: Tensor | None, is_causal: bool, past_kv: KVPair | None
+    ) -> tuple[Tensor, Tensor, KVPair | None]:
+        """``(out, weights, present_kv)`` of the self-attention on ``h`` (``present_kv`` None for
+        multi-head attention, which keeps no cache)."""
+        if isinstance(self.self_attn, GroupedQueryAttention):
+            return self.self_attn(h, past_kv, attn_mask=attn_mask, is_causal=is_causal)
+        out, weights = self.self_attn(h, h, h, attn_mask=attn_mask, is_causal=is_causal)
+        return out, weights, None
 
     @classmethod
     def from_torch(cls, layer: nn.TransformerEncoderLayer) -> TransformerBlock:
@@ -434,18 +406,20 @@ class DecoderBlock(nn.Module):
                 batch size, or a mask has an unsupported shape or dtype.
         """
         check_sequences("DecoderBlock", self.d_model, x=x, memory=memory)
-
-        def self_attention(h: Tensor) -> tuple[Tensor, Tensor]:
-            return self.self_attn(h, h, h, attn_mask=attn_mask, is_causal=is_causal)
-
-        def cross_attention(
-            h: Tensor,
-        ) -> tuple[Tensor, Tensor]:  # queries from the decoder, keys/values from memory
-            return self.cross_attn(h, memory, memory, attn_mask=memory_mask)
-
-        x, self_weights = residual(x, self_attention, self.norm1, self.dropout1, self.norm_first)
-        x, cross_weights = residual(x, cross_attention, self.norm2, self.dropout2, self.norm_first)
-        x = residual(x, self.ff, self.norm3, self.dropout3, self.norm_first)
+        # cross-attention: queries from the decoder, keys and values from the memory
+        if self.norm_first:  # pre-norm: x + Sublayer(LN(x))
+            h = self.norm1(x)
+            a, self_weights = self.self_attn(h, h, h, attn_mask=attn_mask, is_causal=is_causal)
+            x = x + self.dropout1(a)
+            a, cross_weights = self.cross_attn(self.norm2(x), memory, memory, attn_mask=memory_mask)
+            x = x + self.dropout2(a)
+            x = x + self.dropout3(self.ff(self.norm3(x)))
+        else:  # post-norm: LN(x + Sublayer(x))
+            a, self_weights = self.self_attn(x, x, x, attn_mask=attn_mask, is_causal=is_causal)
+            x = self.norm1(x + self.dropout1(a))
+            a, cross_weights = self.cross_attn(x, memory, memory, attn_mask=memory_mask)
+            x = self.norm2(x + self.dropout2(a))
+            x = self.norm3(x + self.dropout3(self.ff(x)))
         return x, self_weights, cross_weights
 
     @classmethod
