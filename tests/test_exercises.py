@@ -54,14 +54,23 @@ def _assert_passes(check, capsys, *fns):
 def attention_reference(query, key, value, attn_mask=None):
     d_k = query.shape[-1]
     scores = query @ key.transpose(-2, -1) / math.sqrt(d_k)  # (..., L, S)
+    if attn_mask is not None and attn_mask.dtype == torch.bool:
+        scores = scores.masked_fill(~attn_mask, float("-inf"))
+    elif attn_mask is not None:  # a float mask is added to the scores
+        scores = scores + attn_mask
+    weights = torch.softmax(scores, dim=-1)
+    # A query with no allowed key: softmax gives 0/0 = NaN there; define its weights as zeros.
+    allowed = torch.isfinite(scores).any(dim=-1, keepdim=True)
+    weights = torch.where(allowed, weights, torch.zeros_like(weights))
+    return weights @ value, weights
+
+
+def _bool_mask_only(query, key, value, attn_mask=None):
+    """Right for a bool mask; a float mask goes through ``~``, which torch refuses for floats."""
+    scores = _scores(query, key)
     if attn_mask is not None:
         scores = scores.masked_fill(~attn_mask, float("-inf"))
-    weights = torch.softmax(scores, dim=-1)
-    if attn_mask is not None:
-        # A query with no allowed key: softmax gives 0/0 = NaN there; define its weights as zeros.
-        weights = torch.where(
-            attn_mask.any(dim=-1, keepdim=True), weights, torch.zeros_like(weights)
-        )
+    weights = torch.softmax(scores, dim=-1).nan_to_num(0.0)
     return weights @ value, weights
 
 
@@ -183,6 +192,41 @@ def attention_returns_transposed_weights(query, key, value, attn_mask=None):
 )
 def attention_returns_only_output(query, key, value, attn_mask=None):
     return attention_reference(query, key, value, attn_mask)[0]
+
+
+@CASES.named(
+    check_scaled_dot_product_attention,
+    match=r"float mask .*raised TypeError.*Likely mistake: a float attn_mask is not handled: add it to the scores",
+)
+def attention_bool_mask_only(query, key, value, attn_mask=None):
+    return _bool_mask_only(query, key, value, attn_mask)
+
+
+@CASES.named(check_scaled_dot_product_attention, match="Likely mistake: float mask ignored")
+def attention_float_mask_ignored(query, key, value, attn_mask=None):
+    if attn_mask is not None and attn_mask.dtype != torch.bool:
+        attn_mask = None
+    return _bool_mask_only(query, key, value, attn_mask)
+
+
+@CASES.named(check_scaled_dot_product_attention, match="Likely mistake: float mask subtracted")
+def attention_float_mask_subtracted(query, key, value, attn_mask=None):
+    if attn_mask is not None and attn_mask.dtype != torch.bool:
+        weights = torch.softmax(_scores(query, key) - attn_mask, dim=-1).nan_to_num(0.0)
+        return weights @ value, weights
+    return _bool_mask_only(query, key, value, attn_mask)
+
+
+def test_attention_checker_tries_a_float_mask():
+    calls = []
+
+    def recording(query, key, value, attn_mask=None):
+        calls.append(attn_mask)
+        return attention_reference(query, key, value, attn_mask)
+
+    check_scaled_dot_product_attention(recording)
+    floats = [m for m in calls if m is not None and m.is_floating_point()]
+    assert floats and torch.isneginf(floats[0]).any() and torch.isfinite(floats[0]).any()
 
 
 def test_attention_package_function_passes(capsys):

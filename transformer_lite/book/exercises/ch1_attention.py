@@ -1,5 +1,6 @@
 """Exercise checkers of chapter 1, ``notebooks/01_attention.ipynb``:
-scaled dot-product attention, a head's score spread, splitting and merging heads.
+scaled dot-product attention, a head's score spread, splitting and merging heads, a
+multi-head attention module.
 
 How a checker reports: see :mod:`transformer_lite.book.exercises`.
 """
@@ -10,13 +11,14 @@ import math
 from collections.abc import Callable
 
 import torch
-from torch import Tensor
+from torch import Tensor, nn
 
-from ...nn.attention import scaled_dot_product_attention
+from ...nn.attention import MultiHeadAttention, scaled_dot_product_attention
 from ...nn.masks import causal_mask
 from ._checking import ATOL, _call, _check_tensor, _checker, _close, _diagnose, _gen
 
 __all__ = [
+    "check_multi_head_attention",
     "check_scaled_dot_product_attention",
     "check_score_spread",
     "check_split_merge_heads",
@@ -136,9 +138,10 @@ def check_scaled_dot_product_attention(fn: Callable) -> None:
     """Check ``fn(query, key, value, attn_mask=None) -> (output, weights)``.
 
     ``query (..., L, d_k)``, ``key (..., S, d_k)``, ``value (..., S, d_v)``; ``attn_mask`` a bool
-    ``(L, S)`` tensor with ``True`` = may attend. Expected: ``output (..., L, d_v)`` and
+    ``(L, S)`` tensor with ``True`` = may attend, or a float ``(L, S)`` tensor added to the scores
+    (``-inf`` forbids; checked last). Expected: ``output (..., L, d_v)`` and
     ``weights (..., L, S)`` equal to softmax(Q K^T / sqrt(d_k)) V (Vaswani et al., 2017, Eq. 1). The last
-    case has a query whose keys are all masked: it must get zero weights and a zero output (not NaN), as
+    bool case has a query whose keys are all masked: it must get zero weights and a zero output (not NaN), as
     :func:`~transformer_lite.nn.attention.scaled_dot_product_attention` gives.
 
     Raises:
@@ -209,6 +212,52 @@ def check_scaled_dot_product_attention(fn: Callable) -> None:
                     "multiplied the values by the transposed weights: use weights @ value"
                 ] = ref_w.transpose(-2, -1) @ v
             raise _diagnose(out, out_variants, case, "output", ref_out)
+    _check_float_mask(fn)
+
+
+def _check_float_mask(fn: Callable) -> None:
+    """The last case of :func:`check_scaled_dot_product_attention`: a float mask, added to the scores."""
+    g = _gen(4321)
+    q = torch.randn(2, 4, 8, generator=g, dtype=torch.float64) * 1.5
+    k = torch.randn(2, 6, 8, generator=g, dtype=torch.float64) * 1.5
+    v = torch.randn(2, 6, 5, generator=g, dtype=torch.float64)
+    mask = torch.randn(4, 6, generator=g, dtype=torch.float64)
+    mask[torch.rand(4, 6, generator=g) < 0.3] = float("-inf")
+    mask[:, 0] = 0.5  # no query loses every key
+    case = (
+        f"query {tuple(q.shape)}, key {tuple(k.shape)}, value {tuple(v.shape)}, float mask "
+        f"{tuple(mask.shape)} (added to the scores; -inf forbids)"
+    )
+    try:
+        result = _call(fn, q.clone(), k.clone(), v.clone(), attn_mask=mask.clone())
+    except AssertionError as exc:
+        raise AssertionError(
+            f"for {case}: {exc} Likely mistake: a float attn_mask is not handled: add it to the scores, "
+            "softmax(Q K^T / sqrt(d_k) + M); only a bool mask is filled where it is False "
+            "(test attn_mask.dtype == torch.bool)"
+        ) from exc
+    if not isinstance(result, tuple) or len(result) != 2:
+        raise AssertionError(
+            f"for {case}: expected a tuple (output, weights), received {type(result).__name__}"
+        )
+    out, w = result
+    _check_tensor(w, "weights", (2, 4, 6), case)
+    _check_tensor(out, "output", (2, 4, 5), case)
+    ref_out, ref_w = scaled_dot_product_attention(q, k, v, attn_mask=mask)
+    scores = q @ k.transpose(-2, -1) / math.sqrt(8)
+    variants = {
+        "float mask ignored: add it to the scores before the softmax": torch.softmax(scores, -1),
+        "float mask subtracted: it is ADDED to the scores (-inf forbids)": torch.softmax(
+            scores - mask, -1
+        ).nan_to_num(0.0),
+        "float mask multiplied into the weights after the softmax: add it to the scores before it": (
+            torch.softmax(scores, -1) * mask
+        ).nan_to_num(0.0),
+    }
+    if not _close(w, ref_w):
+        raise _diagnose(w, variants, case, "weights", ref_w)
+    if not _close(out, ref_out):
+        raise _diagnose(out, {m: vw @ v for m, vw in variants.items()}, case, "output", ref_out)
 
 
 # --------------------------------------------------------------------------- chapter 1: a head's score spread
@@ -307,3 +356,187 @@ def check_split_merge_heads(split_fn: Callable, merge_fn: Callable) -> None:
                     "straight to (B, L, D); transpose(1, 2) back first"
                 )
             raise _diagnose(merged, {}, case, "merge_fn output", x)
+
+
+# --------------------------------------------------------------------------- chapter 1: a multi-head attention module
+
+_MHA_NAMES = "q_proj, k_proj, v_proj, out_proj (each nn.Linear(d_model, d_model), with a bias)"
+
+
+def _mha_variant(m, query, key, value, mask, mistake=None):
+    """Multi-head attention with the weights of ``m`` (a :class:`MultiHeadAttention`), or one classic mistake."""
+    B, L, D = query.shape
+    H = m.n_heads
+    d_head = D // H
+
+    def split(x):  # (B, T, D) -> (B, H, T, d_head)
+        if mistake == "split order":
+            return x.reshape(B, H, x.shape[1], d_head)
+        return x.view(B, x.shape[1], H, d_head).transpose(1, 2)
+
+    k_proj, v_proj = (
+        (m.v_proj, m.k_proj) if mistake == "projections swapped" else (m.k_proj, m.v_proj)
+    )
+    q, k, v = split(m.q_proj(query)), split(k_proj(key)), split(v_proj(value))
+    scale = {"no scale": 1.0, "sqrt(D)": 1 / math.sqrt(D)}.get(mistake, 1 / math.sqrt(d_head))
+    scores = q @ k.transpose(-2, -1) * scale  # (B, H, L, S)
+    if mask is not None and mistake != "mask ignored":
+        if mask.dtype == torch.bool:
+            scores = scores.masked_fill(mask if mistake == "inverted" else ~mask, float("-inf"))
+        else:
+            scores = scores - mask if mistake == "float subtracted" else scores + mask
+    w = torch.softmax(scores, dim=-2 if mistake == "wrong axis" else -1).nan_to_num(0.0)
+    heads = w @ v  # (B, H, L, d_head)
+    if mistake == "merge order":
+        merged = heads.reshape(B, L, D)
+    else:
+        merged = heads.transpose(1, 2).reshape(B, L, D)
+    return (merged if mistake == "no out_proj" else m.out_proj(merged)), w
+
+
+_MHA_MISTAKES = {
+    "scores not scaled: divide them by sqrt(d_head), the width of one head": "no scale",
+    "scores scaled by sqrt(d_model) instead of sqrt(d_head): each head's dot products have d_head terms": "sqrt(D)",
+    "heads split in the wrong order: reshaped (B, T, D) straight to (B, H, T, d_head), which mixes positions "
+    "into heads; view as (B, T, H, d_head), then transpose(1, 2) (exercise 1.2)": "split order",
+    "heads merged without undoing the transpose: (B, H, L, d_head) -> transpose(1, 2) -> (B, L, D) "
+    "(exercise 1.2)": "merge order",
+    "inverted mask polarity: True means 'may attend'; block the scores where the mask is False": "inverted",
+    "mask not applied: pass attn_mask on to your attention": "mask ignored",
+    "float mask subtracted: a float attn_mask is ADDED to the scores (softmax(QK^T/sqrt(d) + M))": "float subtracted",
+    "softmax over the wrong axis: normalize over the keys (dim=-1)": "wrong axis",
+    "output projection missing: the merged heads go through out_proj": "no out_proj",
+    "k_proj and v_proj swapped: keys are k_proj(key), values v_proj(value)": "projections swapped",
+}
+
+
+def _mha_cases():
+    # (B, L, S, d_model, n_heads, mask, self-attention)
+    return [
+        (2, 5, 5, 12, 3, None, True),
+        (1, 1, 1, 6, 2, None, False),
+        (2, 3, 7, 12, 4, None, False),
+        (3, 4, 6, 10, 5, "bool", False),
+        (2, 5, 5, 9, 3, "causal", True),
+        (2, 4, 5, 8, 2, "float", False),
+    ]
+
+
+def _mha_mask(kind, L, S, g):
+    if kind == "causal":
+        return causal_mask(L, S)
+    if kind == "bool":
+        mask = torch.rand(L, S, generator=g) < 0.5
+        mask[:, 0], mask[:, 1] = True, False  # every row has an allowed and a forbidden key
+        return mask
+    if kind == "float":
+        mask = torch.randn(L, S, generator=g, dtype=torch.float64)
+        mask[torch.rand(L, S, generator=g) < 0.3] = float("-inf")
+        mask[:, 0] = 0.5  # no row forbids every key
+        return mask
+    return None
+
+
+def _load_reference(student, ref, owner: str, names: str):
+    """Copy ``ref``'s weights into ``student`` (both float64); an AssertionError naming the expected submodules."""
+    try:
+        student.double().load_state_dict(ref.state_dict())
+    except (RuntimeError, KeyError) as exc:
+        raise AssertionError(
+            f"{owner}: could not copy the package's weights into your module; it must have the submodules "
+            f"{names}, as in the stub. load_state_dict said: {str(exc).strip()}"
+        ) from exc
+
+
+def _input_grads(module, inputs, upstream, **kwargs):
+    """Gradients of ``sum(output * upstream)`` with respect to each input (``None`` where none arrived)."""
+    leaves = [t.detach().clone().requires_grad_(True) for t in inputs]
+    if len({id(t) for t in inputs}) == 1:  # self-attention: one tensor used three times
+        leaves = [leaves[0]] * len(inputs)
+    out = _call(module, *leaves, **kwargs)
+    out = out[0] if isinstance(out, tuple) else out
+    if not isinstance(out, Tensor) or not out.requires_grad:
+        return out, [None] * len(inputs)
+    out.backward(upstream)
+    return out, [t.grad for t in leaves]
+
+
+@_checker("check_multi_head_attention")
+def check_multi_head_attention(cls) -> None:
+    """Check a module class ``cls(d_model, n_heads)`` whose ``forward(query, key, value, attn_mask=None)``
+    returns ``(output, weights)`` as :class:`~transformer_lite.nn.attention.MultiHeadAttention` does.
+
+    The package module's weights are copied into the learner's (submodules ``q_proj``, ``k_proj``,
+    ``v_proj``, ``out_proj``); both run in float64 on self- and cross-attention (``L != S``), odd sizes,
+    one position, a boolean ``(L, S)`` mask (``True`` = may attend) and a float mask added to the
+    scores. Outputs ``(B, L, d_model)``, weights ``(B, H, L, S)`` and the gradients with respect to
+    query, key and value must agree.
+
+    Raises:
+        AssertionError: naming the likely mistake (scores not scaled or scaled by sqrt(d_model), heads split
+            or merged in the wrong order, mask polarity inverted, softmax over the wrong axis, output
+            projection missing, k/v projections swapped, gradients cut).
+    """
+    g = _gen(11)
+    for B, L, S, D, H, kind, self_attention in _mha_cases():
+        mask = _mha_mask(kind, L, S, g)
+        case = f"d_model={D}, n_heads={H}, query ({B}, {L}, {D}), key/value ({B}, {S}, {D}), " + (
+            f"{kind} mask {tuple(mask.shape)}" if mask is not None else "no mask"
+        )
+        if self_attention:
+            case += " (self-attention: one tensor as query, key and value)"
+        with torch.random.fork_rng():  # seeded weights, without touching the caller's random state
+            torch.manual_seed(int(torch.randint(0, 10_000, (1,), generator=g)))
+            ref = MultiHeadAttention(D, H).double().eval()
+            student = _call(cls, D, H)
+        if not isinstance(student, nn.Module):
+            raise AssertionError(
+                f"{case}: expected an nn.Module, received {type(student).__name__}"
+            )
+        _load_reference(student, ref, "check_multi_head_attention", _MHA_NAMES)
+        student.eval()
+        query = torch.randn(B, L, D, generator=g, dtype=torch.float64)
+        if self_attention:
+            key = value = query
+        else:
+            key = torch.randn(B, S, D, generator=g, dtype=torch.float64)
+            value = torch.randn(B, S, D, generator=g, dtype=torch.float64)
+        result = _call(student, query, key, value, attn_mask=None if mask is None else mask.clone())
+        if not isinstance(result, tuple) or len(result) != 2:
+            raise AssertionError(
+                f"for {case}: expected a tuple (output, weights), received {type(result).__name__}"
+            )
+        out, w = result
+        _check_tensor(w, "weights", (B, H, L, S), case)
+        _check_tensor(out, "output", (B, L, D), case)
+        with torch.no_grad():
+            ref_out, ref_w = ref(query, key, value, attn_mask=mask)
+            variants = {
+                msg: _mha_variant(ref, query, key, value, mask, m)
+                for msg, m in _MHA_MISTAKES.items()
+            }
+        if not _close(w, ref_w):
+            raise _diagnose(w, {m: vw for m, (_, vw) in variants.items()}, case, "weights", ref_w)
+        if not _close(out, ref_out):
+            raise _diagnose(
+                out, {m: vo for m, (vo, _) in variants.items()}, case, "output", ref_out
+            )
+
+        upstream = torch.randn(B, L, D, generator=g, dtype=torch.float64)
+        inputs = (query, key, value)
+        _, got = _input_grads(student, inputs, upstream, attn_mask=mask)
+        _, expected = _input_grads(ref, inputs, upstream, attn_mask=mask)
+        names = ("query", "key", "value")[: 1 if self_attention else 3]
+        for name, gs, ge in zip(names, got, expected):
+            if gs is None or (not (gs.abs() > 0).any() and (ge.abs() > 0).any()):
+                raise AssertionError(
+                    f"no gradient reached the {name} for {case}: the output is right, but forward cuts the "
+                    "graph; do not use .detach(), .data, torch.no_grad() or numpy inside forward"
+                )
+            if not _close(gs, ge):
+                err = (gs - ge).abs().max().item()
+                raise AssertionError(
+                    f"wrong gradient with respect to the {name} for {case} (largest difference {err:.3g}), "
+                    "although the output is right. Likely mistake: part of forward is cut from the graph (.detach(), "
+                    ".data, torch.no_grad()), or a tensor is modified in place after it was used"
+                )
