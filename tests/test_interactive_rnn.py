@@ -121,3 +121,47 @@ def test_plot_norms_vs_lag_draws_every_curve():
     with pytest.raises(ValueError, match="3 lags but 2 norms"):
         viz.plot_norms_vs_lag({"bad": (torch.arange(3), torch.ones(2))})
     plt.close("all")
+
+
+def test_plot_norms_vs_lag_legend_follows_rcparams_or_is_left_out():
+    lags = torch.arange(4)
+    with plt.rc_context({"legend.fontsize": 12}):
+        ax = viz.plot_norms_vs_lag({"a": (lags, torch.ones(4))})
+        assert ax.get_legend().get_texts()[0].get_fontsize() == 12
+    ax = viz.plot_norms_vs_lag({"a": (lags, torch.ones(4))}, legend=False)
+    assert ax.get_legend() is None and ax.get_lines()[0].get_label() == "a"
+    plt.close("all")
+
+
+def test_plot_jacobian_terms_measured_underneath_and_shares():
+    from transformer_lite.book.viz.ch6_rnn_gradients import plot_jacobian_terms
+
+    lags = torch.arange(7)
+    measured = 0.9 ** lags.double()
+    copy = 0.5 ** lags.double()
+    copy_cand = 0.95 * measured  # lies almost on the measured curve
+    ax_norms, ax_ratio = plot_jacobian_terms(
+        (lags, measured), {"copy": (lags, copy), "copy + candidate": (lags, copy_cand)}, title="t"
+    )
+    assert ax_norms.get_yscale() == "log" and ax_norms.get_title() == "t"
+    measured_line, copy_line, approx_line = ax_norms.get_lines()
+    # the measured curve is wide and underneath, the near-identical approximation thin and dashed on top
+    assert measured_line.get_linewidth() > 3 * approx_line.get_linewidth()
+    assert measured_line.get_zorder() < approx_line.get_zorder()
+    assert measured_line.get_marker() == "o" and approx_line.get_linestyle() == "--"
+    np.testing.assert_allclose(approx_line.get_ydata(), copy_cand.numpy())
+    assert [t.get_text() for t in ax_norms.get_legend().get_texts()] == [
+        "measured",
+        "copy",
+        "copy + candidate",
+    ]
+    # the ratio panel: each approximation / measured, and the line 1
+    ratios = [line.get_ydata() for line in ax_ratio.get_lines()[:2]]
+    np.testing.assert_allclose(ratios[0], (copy / measured).numpy())
+    np.testing.assert_allclose(ratios[1], np.full(7, 0.95))
+    assert ax_ratio.get_yscale() == "linear" and ax_ratio.get_ylim()[0] == 0
+    with pytest.raises(ValueError, match="not on the measured curve's lags"):
+        plot_jacobian_terms((lags, measured), {"shifted": (lags + 1, copy)})
+    with pytest.raises(ValueError, match="3 lags but 2 norms"):
+        plot_jacobian_terms((torch.arange(3), torch.ones(2)), {})
+    plt.close("all")
