@@ -52,13 +52,13 @@ __all__ = [
     "gru_step_jacobians",
 ]
 
-_NORMS = {"spectral": 2, "fro": "fro"}
+_MATRIX_NORM_ORDERS = {"spectral": 2, "fro": "fro"}
 
 
 def _matrix_norm(m: Tensor, norm: str) -> Tensor:
-    if norm not in _NORMS:
+    if norm not in _MATRIX_NORM_ORDERS:
         raise ValueError(f"expected norm 'spectral' or 'fro', received {norm!r}")
-    return torch.linalg.matrix_norm(m, ord=_NORMS[norm])
+    return torch.linalg.matrix_norm(m, ord=_MATRIX_NORM_ORDERS[norm])
 
 
 def recurrent_weight(
@@ -254,7 +254,7 @@ def gradient_norm_vs_lag(
         raise ValueError(
             f"gradient_norm_vs_lag: expected an int 0 <= T <= L = {L}, received T={T!r}"
         )
-    if norm not in _NORMS:
+    if norm not in _MATRIX_NORM_ORDERS:
         raise ValueError(
             f"gradient_norm_vs_lag: expected norm 'spectral' or 'fro', received {norm!r}"
         )
@@ -314,7 +314,7 @@ def attention_gradient_norm_vs_lag(
         raise ValueError(
             f"attention_gradient_norm_vs_lag: expected an int 0 <= t < L = {L}, received t={t!r}"
         )
-    if norm not in _NORMS:
+    if norm not in _MATRIX_NORM_ORDERS:
         raise ValueError(
             f"attention_gradient_norm_vs_lag: expected norm 'spectral' or 'fro', received {norm!r}"
         )

@@ -31,7 +31,7 @@ from ..checks import (
     eval_mode,
 )
 from ..nn.attention import KVPair
-from ..nn.blocks import TransformerBlock, make_norm
+from ..nn.blocks import NORM_CLASSES, TransformerBlock, make_norm
 from ..nn.positional import (
     LearnedPositionalEmbedding,
     RotaryEmbedding,
@@ -42,7 +42,6 @@ from ..nn.positional import (
 __all__ = ["DecoderOnlyConfig", "KVCache", "DecoderOnlyTransformer", "sample_next_token"]
 
 _POSITIONAL = ("learned", "sinusoidal", "rotary")
-_NORMS = ("layernorm", "rmsnorm")
 _ACTIVATIONS = ("relu", "gelu", "swiglu")
 
 
@@ -89,7 +88,7 @@ class DecoderOnlyConfig:
         check_dropout("DecoderOnlyConfig", self.dropout)
         for name, allowed in (
             ("positional", _POSITIONAL),
-            ("norm", _NORMS),
+            ("norm", tuple(NORM_CLASSES)),
             ("activation", _ACTIVATIONS),
         ):
             if getattr(self, name) not in allowed:

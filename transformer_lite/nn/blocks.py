@@ -45,7 +45,7 @@ __all__ = [
     "DecoderBlock",
 ]
 
-_NORMS = {"layernorm": LayerNorm, "rmsnorm": RMSNorm}
+NORM_CLASSES = {"layernorm": LayerNorm, "rmsnorm": RMSNorm}
 
 
 # gelu: the exact (erf) form, as in BERT and nn.Transformer*
@@ -149,9 +149,9 @@ def make_norm(kind: str, d_model: int, eps: float) -> nn.Module:
     Raises:
         ValueError: for another ``kind``, or as the norm's constructor.
     """
-    if kind not in _NORMS:
+    if kind not in NORM_CLASSES:
         raise ValueError(f"make_norm: expected 'layernorm' or 'rmsnorm', received {kind!r}")
-    return _NORMS[kind](d_model, eps=eps)
+    return NORM_CLASSES[kind](d_model, eps=eps)
 
 
 class TransformerBlock(nn.Module):
