@@ -116,17 +116,24 @@ def graded_notebook(
         name = checker_name(cell)
         if name in ref and name not in seen:
             seen.add(name)
-            cells.append(nbformat.from_dict(dict(ref[name])))
+            cells.append(_reference_cell(ref[name], name))
         elif name in ref:  # a second call of the same checker: drop it (one verdict per exercise)
             continue
         else:
             cells.append(cell)
-    cells += [nbformat.from_dict(dict(c)) for n, c in ref.items() if n not in seen]
+    cells += [_reference_cell(c, n) for n, c in ref.items() if n not in seen]
     for cell in cells:
         if cell.cell_type == "code":
             cell.outputs, cell.execution_count = [], None
     section.cells = cells
     return section
+
+
+def _reference_cell(cell, name: str) -> nbformat.NotebookNode:
+    """A copy of the book's checker cell, with an id no student cell has."""
+    cell = nbformat.from_dict(dict(cell))
+    cell.id = f"grader-{name}".replace("_", "-")
+    return cell
 
 
 # --------------------------------------------------------------------------- the guard in the kernel
@@ -321,7 +328,7 @@ def verdicts(run: Run, names: list[str], output_limit: int) -> dict[str, Verdict
             verdict = Verdict(PASSED)
         elif re.search(rf"^{name}: not implemented yet", printed, re.M):
             verdict = Verdict(NOT_ATTEMPTED, "your function still raises NotImplementedError")
-        elif errors and errors[-1].ename == "AssertionError" and not group_errors:
+        elif errors and errors[-1].ename == "AssertionError":  # the checker's verdict
             verdict = Verdict(f"failed: {errors[-1].evalue}", errors[-1].evalue)
         elif group_errors or errors:
             ename, evalue = (group_errors or [(e.ename, e.evalue) for e in errors])[0]

@@ -22,7 +22,6 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 CH5, CH6 = "05_encoder_decoder", "06_rnn_gradients"
 SHIFT, JACOBIAN = f"{CH5}/check_shift_right", f"{CH6}/check_rnn_step_jacobian"
-pytestmark = pytest.mark.slow  # about 20 kernels, each a few seconds
 
 # The student's cell for each exercise: (a header that defines the function, the body)
 SHIFT_DEF = "def my_shift_right(tgt, bos_id):\n"
@@ -124,7 +123,49 @@ def test_exercise_section_starts_at_the_heading():
         grade["exercise_section"](nb)
 
 
-def test_grade_book_of_synthetic_submissions(tmp_path, capsys):
+def test_verdicts_read_each_exercise_from_its_own_cells():
+    """Hand-made outputs, no kernel: the cells up to a checker's cell are its exercise; the
+    checker's own verdict wins over a student's scratch error, and a stop marks every later one."""
+    grade = _grader()
+    v4 = nbformat.v4
+
+    def code(source, *outputs):
+        cell = v4.new_code_cell(source)
+        cell.outputs = list(outputs)
+        return cell
+
+    def error(ename):
+        return v4.new_output("error", ename=ename, evalue=f"{ename} text", traceback=[])
+
+    def said(text):
+        return v4.new_output("stream", name="stdout", text=text + "\n")
+
+    names = ["check_a", "check_b", "check_c", "check_d"]
+    nb = v4.new_notebook(cells=[
+        code("preamble"),
+        code("scratch", error("ValueError")),
+        code("check_a(f)", said("check_a: all checks passed")),
+        code("def g(): ...", error("ValueError")),
+        code("check_b(g)", error("AssertionError")),
+        code("def h(", error("SyntaxError")),
+        code("check_c(h)", error("NameError")),
+        code("while True: pass"),
+        code("check_d(k)"),
+    ])  # fmt: skip
+    got = grade["verdicts"](grade["Run"](nb, set(), 7, "timed out"), names, 10)
+    assert {k: v.status for k, v in got.items()} == {
+        "check_a": "passed",
+        "check_b": "failed: AssertionError text",
+        "check_c": "error: SyntaxError",
+        "check_d": "timed out",
+    }
+    got = grade["verdicts"](grade["Run"](nb, {1}), names, 10)
+    assert got["check_a"].status == "error: output over 10 bytes"
+    assert got["check_d"].status == "error: no verdict"
+
+
+@pytest.mark.slow  # 21 notebooks, each in its own kernel: about 90 s on one core
+def test_grade_book_of_synthetic_submissions(tmp_path):
     subs, out = tmp_path / "submissions", tmp_path / "grades"
     teacher = tmp_path / "teacher_file.txt"  # outside every working copy
     teacher.write_text("the teacher's notes\n")
