@@ -4,9 +4,17 @@ Usage (from the repository root):
 
     python scripts/export_nbgrader.py --output course/ [--source notebooks] [--chapters 02_causal_masks ...]
 
-then, in the course folder, nbgrader's own commands (``nbgrader generate_assignment 02_causal_masks``
-writes the students' version into ``release/``; ``nbgrader autograde 02_causal_masks`` grades what
-was collected into ``submitted/<student>/02_causal_masks/``).
+then, in the course folder, nbgrader's own commands:
+
+    cd course
+    nbgrader generate_assignment 02_causal_masks   # the students' version, into release/
+    # hand out release/02_causal_masks/; put each returned notebook into
+    # submitted/<student>/02_causal_masks/ (or use nbgrader collect)
+    nbgrader autograde 02_causal_masks             # runs each submission, grades into gradebook.db
+    nbgrader generate_feedback 02_causal_masks     # an HTML page per student, with the checkers' messages
+    nbgrader export                                # grades.csv: one row per student and assignment
+
+The kernel that nbgrader starts must have this package installed (``make install``).
 
 What is written:
 
@@ -267,7 +275,8 @@ def main() -> None:
         "--chapters", nargs="*", help="chapter stems to export (e.g. 02_causal_masks); default all"
     )
     args = parser.parse_args()
-    paths = sorted(args.source.glob("*.ipynb"))
+    # chapters are named NN_topic.ipynb (a scratch copy such as .ch8_verify.ipynb is not one)
+    paths = sorted(p for p in args.source.glob("*.ipynb") if re.match(r"\d+_", p.name))
     chapters = {path: nbformat.read(path, as_version=4) for path in paths}
     labels = {}
     for path, nb in chapters.items():

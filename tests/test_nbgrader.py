@@ -2,7 +2,8 @@
 
 Oracles: nbgrader itself. Every exported notebook passes nbgrader's metadata validator, and
 its cells are the chapter's exercises: each marked solution of the chapter is a solution cell
-with nbgrader's markers, each checker call an autograded, read-only test cell. Then, for one
+with nbgrader's markers, each checker call an autograded, read-only test cell. Each exported
+notebook, run on its own in a fresh kernel, passes every test cell with the solutions. Then, for one
 cheap chapter, nbgrader's own ``generate_assignment`` writes the students' version and
 ``autograde`` grades three submissions in fresh kernels: the solutions (full points), the
 released notebook untouched (every function a stub: 0 points, the stubs only *print*
@@ -21,13 +22,14 @@ from types import SimpleNamespace
 
 import nbformat
 import pytest
+from nbclient import NotebookClient
 
 nbgrader = pytest.importorskip("nbgrader")
 from nbgrader.api import Gradebook  # noqa: E402
 from nbgrader.nbgraderformat import MetadataValidator  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
-CHAPTERS = sorted((ROOT / "notebooks").glob("*.ipynb"))
+CHAPTERS = sorted(p for p in (ROOT / "notebooks").glob("[0-9]*_*.ipynb"))
 CHEAP = "02_causal_masks"  # its exercises run in seconds
 
 
@@ -139,6 +141,25 @@ def test_graded_cell_asserts_on_what_the_checker_prints():
     with pytest.raises(AssertionError, match="not implemented yet"):
         exec(cell.source, {"my_causal_mask": stub})
     exec(cell.source, {"my_causal_mask": right})  # nothing raised
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("chapter", CHAPTERS, ids=lambda p: p.stem)
+def test_the_solutions_pass_every_test_cell_on_their_own(course, chapter):
+    """The exported section runs without the rest of the chapter: the set-up cell's imports suffice,
+    and with the solutions every test cell passes (nbgrader would give full points)."""
+    nb = nbformat.read(course / "source" / chapter.stem / chapter.name, as_version=4)
+    NotebookClient(nb, timeout=600, kernel_name="python3", allow_errors=True).execute()
+    errors = [
+        (c.source.splitlines()[-1], o.get("evalue", ""))
+        for c in nb.cells
+        if c.cell_type == "code"
+        for o in c.outputs
+        if o.get("output_type") == "error"
+    ]
+    assert errors == []
+    graded = [c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade")]
+    assert all("all checks passed" in "".join(o.get("text", "") for o in c.outputs) for c in graded)
 
 
 def _nbgrader(course: Path, *args: str) -> None:
