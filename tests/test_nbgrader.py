@@ -23,10 +23,8 @@ from types import SimpleNamespace
 import nbformat
 import pytest
 from nbclient import NotebookClient
-
-nbgrader = pytest.importorskip("nbgrader")
-from nbgrader.api import Gradebook  # noqa: E402
-from nbgrader.nbgraderformat import MetadataValidator  # noqa: E402
+from nbgrader.api import Gradebook
+from nbgrader.nbgraderformat import MetadataValidator
 
 ROOT = Path(__file__).resolve().parents[1]
 CHAPTERS = sorted(p for p in (ROOT / "notebooks").glob("[0-9]*_*.ipynb"))
