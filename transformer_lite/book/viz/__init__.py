@@ -9,7 +9,7 @@ by several chapters are in :mod:`._style`:
 
 * :mod:`.ch1_attention`: ``plot_attention``, ``plot_head_grid``;
 * :mod:`.ch2_causal_masks`: ``plot_mask``;
-* :mod:`.ch3_positional_encodings`: ``plot_score_bias``;
+* :mod:`.ch3_positional_encodings`: ``plot_score_bias``, ``plot_accuracy_vs_length``;
 * :mod:`.ch4_transformer_block`: ``plot_activations``;
 * :mod:`.ch5_encoder_decoder`: ``plot_decoder_block``;
 * :mod:`.ch6_rnn_gradients`: ``plot_norms_vs_lag``;
@@ -21,7 +21,7 @@ Every figure is importable from here: ``from transformer_lite.book import viz; v
 from ._style import MASK_CMAP
 from .ch1_attention import plot_attention, plot_head_grid
 from .ch2_causal_masks import plot_mask
-from .ch3_positional_encodings import plot_score_bias
+from .ch3_positional_encodings import plot_accuracy_vs_length, plot_score_bias
 from .ch4_transformer_block import plot_activations
 from .ch5_encoder_decoder import plot_decoder_block
 from .ch6_rnn_gradients import plot_norms_vs_lag
@@ -33,6 +33,7 @@ __all__ = [
     "plot_head_grid",
     "plot_mask",
     "plot_score_bias",
+    "plot_accuracy_vs_length",
     "plot_activations",
     "plot_decoder_block",
     "plot_norms_vs_lag",
