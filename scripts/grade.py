@@ -1,8 +1,9 @@
-"""Grade students' filled-in student-edition notebooks: a grade book and one feedback file per student.
+"""Grade the students' filled-in student-edition notebooks: a grade book, and feedback per student.
 
 Usage (from the repository root; `make grade SUBMISSIONS=dir/ [OUT=grades/]` runs it):
 
-    python scripts/grade.py SUBMISSIONS [--output grades] [--time-limit 300] [--output-limit 1000000]
+    python scripts/grade.py SUBMISSIONS [--output grades] [--time-limit 300]
+                            [--output-limit 1000000]
 
 Layout of SUBMISSIONS: one folder per student, holding that student's notebooks under the
 chapters' own file names (those `make student` writes)::
@@ -64,21 +65,19 @@ PASSED, NOT_ATTEMPTED, TIMED_OUT = "passed", "not attempted", "timed out"
 PREAMBLE_LIMIT = 180
 
 
+def exercise_start(nb: nbformat.NotebookNode) -> int:
+    """Index of the markdown cell that opens with ``## Exercises`` (the student edition's exercise
+    section runs from there to the end). Raises ValueError when there is none."""
+    for i, cell in enumerate(nb.cells):
+        if cell.cell_type == "markdown" and cell.source.lstrip().startswith(EXERCISES_HEADING):
+            return i
+    raise ValueError(f"no markdown cell starting with {EXERCISES_HEADING!r}")
+
+
 def exercise_section(nb: nbformat.NotebookNode) -> nbformat.NotebookNode:
-    """The notebook from its ``## Exercises`` markdown cell to the end (the cells that grade),
-    as a new notebook with the same metadata. Raises ValueError when there is no such cell."""
-    start = next(
-        (
-            i
-            for i, c in enumerate(nb.cells)
-            if c.cell_type == "markdown" and c.source.lstrip().startswith(EXERCISES_HEADING)
-        ),
-        None,
-    )
-    if start is None:
-        raise ValueError(f"no markdown cell starting with {EXERCISES_HEADING!r}")
+    """The notebook's exercise section (see ``exercise_start``): a new notebook, same metadata."""
     section = nbformat.from_dict(dict(nb))
-    section.cells = nb.cells[start:]
+    section.cells = nb.cells[exercise_start(nb) :]
     return section
 
 
@@ -108,7 +107,7 @@ def graded_notebook(
     submitted: nbformat.NotebookNode, reference: nbformat.NotebookNode
 ) -> nbformat.NotebookNode:
     """The submission's exercise section with each checker cell replaced by the reference's (a
-    checker cell the student deleted is appended at the end), so every checker runs as the book wrote it."""
+    checker cell the student deleted is appended at the end): every checker runs as in the book."""
     section = exercise_section(submitted)
     ref = checkers(reference)
     cells, seen = [], set()
@@ -136,19 +135,19 @@ def _reference_cell(cell, name: str) -> nbformat.NotebookNode:
     return cell
 
 
-# --------------------------------------------------------------------------- the guard in the kernel
+# ---------------------------------------------------------------------- the guard in the kernel
 
 
 def _guard(root: str) -> None:
-    """Audit hook: refuse writes, deletions and renames outside ``root``, new processes and signals."""
+    """Audit hook: refuse writes, deletions, renames outside ``root``; new processes; signals."""
     import os
     import sys
 
     root = os.path.realpath(root)
     write_flags = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND
     path_events = {"os.remove", "os.rmdir", "os.mkdir", "os.truncate", "os.chmod", "os.chown",
-                   "os.utime", "os.symlink", "os.link", "os.rename", "shutil.rmtree", "os.removexattr",
-                   "os.setxattr"}  # fmt: skip
+                   "os.utime", "os.symlink", "os.link", "os.rename", "shutil.rmtree",
+                   "os.removexattr", "os.setxattr"}  # fmt: skip
     spawn_events = {"os.system", "os.exec", "os.posix_spawn", "os.spawn", "os.fork", "os.forkpty",
                     "subprocess.Popen", "pty.spawn", "os.startfile"}  # fmt: skip
     busy = []
@@ -197,7 +196,7 @@ def _guard(root: str) -> None:
 
 
 def preamble(workdir: Path) -> nbformat.NotebookNode:
-    """The grader's first cell: import the package (its libraries load before the guard), then the guard."""
+    """The grader's first cell: import the package (its libraries load first), then the guard."""
     import inspect
 
     source = (
@@ -238,7 +237,7 @@ class CappedClient(NotebookClient):
 
 @dataclass
 class Run:
-    """What happened to each cell of a graded notebook: outputs, and the cell where a run stopped."""
+    """What happened to a graded notebook's cells: outputs, and the cell where the run stopped."""
 
     nb: nbformat.NotebookNode
     overflowed: set[int] = field(default_factory=set)
@@ -247,12 +246,14 @@ class Run:
 
 
 def run_notebook(nb, workdir: Path, time_limit: float, output_limit: int) -> Run:
-    """Execute ``nb`` cell by cell in a new kernel started in ``workdir``: its first cell (the grader's
-    preamble) within PREAMBLE_LIMIT seconds, then the student's cells within ``time_limit`` seconds in all."""
+    """Execute ``nb`` cell by cell in a new kernel started in ``workdir``: its first cell (the
+    grader's preamble) within PREAMBLE_LIMIT seconds, then the student's cells within
+    ``time_limit`` seconds in all."""
     deadline = [time.monotonic() + PREAMBLE_LIMIT]
     tmp = workdir / "tmp"
     tmp.mkdir(exist_ok=True)
-    env = {**os.environ, "TMPDIR": str(tmp), "MPLCONFIGDIR": str(tmp), "IPYTHONDIR": str(tmp / "ipython"),
+    env = {**os.environ, "TMPDIR": str(tmp), "MPLCONFIGDIR": str(tmp),
+           "IPYTHONDIR": str(tmp / "ipython"),
            "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1")}  # fmt: skip
     client = CappedClient(
         nb,
@@ -297,7 +298,7 @@ class Verdict:
 
 
 def verdicts(run: Run, names: list[str], output_limit: int) -> dict[str, Verdict]:
-    """One verdict per checker: the cells up to and including a checker's cell belong to its exercise."""
+    """One verdict per checker: the cells up to and including a checker's cell are its exercise."""
     out: dict[str, Verdict] = {}
     group_errors: list[tuple[str, str]] = []
     overflow = False
@@ -390,7 +391,8 @@ def grade(
         unknown = sorted(set(books) - book)
         if unknown:
             lines += [
-                f"Not graded (not a chapter of the book): {', '.join(u + '.ipynb' for u in unknown)}",
+                "Not graded (not a chapter of the book): "
+                + ", ".join(u + ".ipynb" for u in unknown),
                 "",
             ]
         for ch in chapters:

@@ -28,37 +28,38 @@ SHIFT_DEF = "def my_shift_right(tgt, bos_id):\n"
 JACOBIAN_DEF = "def my_rnn_step_jacobian(weight_hh, h):\n"
 SHIFT_CASE = "wrong decoder input for tgt of shape (3, 6), bos_id=1"
 JACOBIAN_CASE = "wrong Jacobian for weight_hh of shape (5, 5), h of shape (3, 5)"
+SHIFT_MISTAKE = f"{SHIFT_CASE}. Likely mistake: "
+JACOBIAN_MISTAKE = f"{JACOBIAN_CASE}. Likely mistake: "
 # fmt: off
 WRONG_SHIFT = [  # (body, the checker's message)
     ("    return torch.cat([tgt[:, 1:], torch.full_like(tgt[:, :1], bos_id)], 1)\n",
-     f"{SHIFT_CASE}. Likely mistake: shifted left: the decoder input starts with BOS and is the target "
-     "moved one step to the RIGHT"),
+     SHIFT_MISTAKE + "shifted left: the decoder input starts with BOS and is the target moved one "
+     "step to the RIGHT"),
     ("    return torch.cat([torch.full_like(tgt[:, :1], bos_id), tgt[:, 1:]], 1)\n",
-     f"{SHIFT_CASE}. Likely mistake: BOS overwrites the first target token instead of being prepended"),
+     SHIFT_MISTAKE + "BOS overwrites the first target token instead of being prepended"),
     ("    return tgt.clone()\n",
-     f"{SHIFT_CASE}. Likely mistake: no shift: the decoder would see the token it must predict"),
+     SHIFT_MISTAKE + "no shift: the decoder would see the token it must predict"),
     ("    return torch.cat([torch.full_like(tgt[:, :1], bos_id), tgt], 1)\n",
-     f"{SHIFT_CASE}. Likely mistake: the last target column was kept, so the input is one longer than "
-     "the target; drop it (tgt[:, :-1])"),
+     SHIFT_MISTAKE + "the last target column was kept, so the input is one longer than the "
+     "target; drop it (tgt[:, :-1])"),
     ("    return torch.cat([torch.full_like(tgt[:, :1], bos_id), tgt[:, :-1]], 1).float()\n",
      "decoder input for tgt of shape (3, 6), bos_id=1: expected integer token ids, received dtype "
      "torch.float32"),
 ]
 WRONG_JACOBIAN = [
     ("    return weight_hh.expand(h.shape[0], -1, -1)\n",
-     f"{JACOBIAN_CASE}. Likely mistake: missing the tanh derivative: J = diag(1 - h_t**2) W_hh, not "
-     "W_hh alone"),
+     JACOBIAN_MISTAKE + "missing the tanh derivative: J = diag(1 - h_t**2) W_hh, not W_hh alone"),
     ("    return (1 - h)[:, :, None] * weight_hh\n",
-     f"{JACOBIAN_CASE}. Likely mistake: 1 - h instead of 1 - h**2: tanh'(a) = 1 - tanh(a)**2"),
+     JACOBIAN_MISTAKE + "1 - h instead of 1 - h**2: tanh'(a) = 1 - tanh(a)**2"),
     ("    return (1 - h**2)[:, :, None] * weight_hh.T\n",
-     f"{JACOBIAN_CASE}. Likely mistake: transposed W_hh: row i of J is d h_t[i] / d h_{{t-1}}, which is "
-     "row i of W_hh, scaled by 1 - h_t[i]**2"),
+     JACOBIAN_MISTAKE + "transposed W_hh: row i of J is d h_t[i] / d h_{t-1}, which is row i of "
+     "W_hh, scaled by 1 - h_t[i]**2"),
     ("    return (1 - torch.tanh(h) ** 2)[:, :, None] * weight_hh\n",
-     f"{JACOBIAN_CASE}. Likely mistake: applied tanh' to h_t as if it were the pre-activation: h_t is "
-     "already tanh(a_t), so tanh'(a_t) = 1 - h_t**2"),
+     JACOBIAN_MISTAKE + "applied tanh' to h_t as if it were the pre-activation: h_t is already "
+     "tanh(a_t), so tanh'(a_t) = 1 - h_t**2"),
     ("    return weight_hh * (1 - h**2)[:, None, :]\n",
-     f"{JACOBIAN_CASE}. Likely mistake: scaled the columns instead of the rows: J = diag(1 - h_t**2) "
-     "W_hh multiplies row i by 1 - h_t[i]**2"),
+     JACOBIAN_MISTAKE + "scaled the columns instead of the rows: J = diag(1 - h_t**2) W_hh "
+     "multiplies row i by 1 - h_t[i]**2"),
 ]
 # fmt: on
 
@@ -89,7 +90,7 @@ def solution_source(stem: str) -> str:
 
 
 def filled(stem: str, source: str | None, edit=None) -> nbformat.NotebookNode:
-    """The student edition of ``stem`` with its exercise cell's source replaced (None: the stub kept)."""
+    """The student edition of ``stem``, its exercise cell's source replaced (None: stub kept)."""
     nb = student_edition(stem)
     (cell,) = [c for c in nb.cells if "exercise" in c.metadata.get("tags", [])]
     if source is not None:
