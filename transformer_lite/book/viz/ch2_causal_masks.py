@@ -131,7 +131,8 @@ def plot_batch_masks(
     fig, axes = plt.subplots(
         n_stages,
         B,
-        figsize=(1.2 + B * (0.8 + 0.36 * width), 0.9 + 0.36 * sum(heights)),
+        # about a quarter of an inch per cell: three rows of seven keys fit the book's column
+        figsize=(1.0 + B * (0.75 + 0.24 * width), 1.1 + 0.24 * sum(heights)),
         gridspec_kw={"height_ratios": heights},
         squeeze=False,
         constrained_layout=True,
