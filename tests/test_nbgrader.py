@@ -4,11 +4,14 @@ Oracles: nbgrader itself. Every exported notebook passes nbgrader's metadata val
 its cells are the chapter's exercises: each marked solution of the chapter is a solution cell
 with nbgrader's markers, each checker call an autograded, read-only test cell. Each exported
 notebook, run on its own in a fresh kernel, passes every test cell with the solutions.
-(The test that runs nbgrader's generate_assignment and autograde is still to come.)
+Then nbgrader's own ``generate_assignment`` and ``autograde`` on one exported chapter, with a right,
+an empty and a wrong submission: full points, none, and all but the wrong exercise's points.
 """
 
 import ast
+import os
 import runpy
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -17,9 +20,11 @@ from types import SimpleNamespace
 import nbformat
 import pytest
 from nbclient import NotebookClient
+from nbgrader.api import Gradebook
 from nbgrader.nbgraderformat import MetadataValidator
 
 ROOT = Path(__file__).resolve().parents[1]
+CHEAP = "02_causal_masks"  # its exercise section runs in seconds
 CHAPTERS = sorted(p for p in (ROOT / "notebooks").glob("[0-9]*_*.ipynb"))
 
 
@@ -150,3 +155,54 @@ def test_the_solutions_pass_every_test_cell_on_their_own(course, chapter):
     assert errors == []
     graded = [c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade")]
     assert all("all checks passed" in "".join(o.get("text", "") for o in c.outputs) for c in graded)
+
+
+def _nbgrader(course: Path, *args: str) -> None:
+    """``nbgrader <args>`` in the course folder (its nbgrader_config.py), in a process of its own."""
+    env = dict(os.environ, JUPYTER_CONFIG_DIR=str(course / ".jupyter"))
+    done = subprocess.run(
+        [sys.executable, "-m", "nbgrader", *args],
+        cwd=course,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert done.returncode == 0, f"nbgrader {' '.join(args)} failed:\n{done.stdout}\n{done.stderr}"
+
+
+@pytest.mark.slow
+def test_nbgrader_generates_and_autogrades_the_exported_course(tmp_path):
+    course = tmp_path / "course"
+    _export(course, CHEAP)
+    notebook = f"{CHEAP}.ipynb"
+    _nbgrader(course, "generate_assignment", CHEAP, "--force")
+    released = nbformat.read(course / "release" / CHEAP / notebook, as_version=4)
+    assert not any("SOLUTION" in c.source for c in released.cells)
+    assert sum("raise NotImplementedError()" in c.source for c in released.cells) == 3
+
+    source = (course / "source" / CHEAP / notebook).read_text()
+    wrong = source.replace(".tril()  # keep j <= i", ".triu()  # keep j <= i")
+    assert wrong != source
+    submissions = {
+        "right": source,
+        "empty": (course / "release" / CHEAP / notebook).read_text(),
+        "wrong": wrong,
+    }
+    for student, text in submissions.items():
+        folder = course / "submitted" / student / CHEAP
+        folder.mkdir(parents=True)
+        (folder / notebook).write_text(text)
+        _nbgrader(course, "autograde", CHEAP, "--student", student, "--create")
+
+    with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gb:
+        scores = {s: gb.find_submission(CHEAP, s).score for s in submissions}
+        max_score = gb.find_assignment(CHEAP).max_score
+        causal_mask = gb.find_grade(
+            "ex-masks-causal-check_causal_mask", notebook[:-6], CHEAP, "wrong"
+        )
+        lost = causal_mask.max_score
+        assert causal_mask.score == 0
+    assert max_score == 6  # exercises 2.1, 2.2, 2.5: one, two and three stars
+    assert scores == {"right": max_score, "empty": 0, "wrong": max_score - lost}
+    shutil.rmtree(course)
