@@ -15,11 +15,12 @@ compares with this package's reference in float64, and
 One module per chapter, named after its notebook; the shared machinery is in :mod:`._checking`:
 
 * :mod:`.ch1_attention`: scaled dot-product attention, a head's score spread, splitting and merging
-  heads;
+  heads, a multi-head attention module;
 * :mod:`.ch2_causal_masks`: the causal mask, attention with a key/value cache, positions read from
   the mask;
 * :mod:`.ch3_positional_encodings`: the sinusoidal encoding and rotary position embedding;
-* :mod:`.ch4_transformer_block`: layer normalization and a pre-norm block;
+* :mod:`.ch4_transformer_block`: layer normalization and a pre-norm block, as functions; the layer-norm,
+  feed-forward and block modules (post-norm and pre-norm from one class);
 * :mod:`.ch5_encoder_decoder`: teacher forcing's shift;
 * :mod:`.ch6_rnn_gradients`: an RNN step's Jacobian;
 * :mod:`.ch7_cost`: merging two blocks' online-softmax statistics;
@@ -30,6 +31,7 @@ Every checker is importable from here: ``from transformer_lite.book.exercises im
 """
 
 from .ch1_attention import (
+    check_multi_head_attention,
     check_scaled_dot_product_attention,
     check_score_spread,
     check_split_merge_heads,
@@ -44,7 +46,13 @@ from .ch3_positional_encodings import (
     check_sinusoidal_positional_encoding,
     reference_sinusoidal_positional_encoding,
 )
-from .ch4_transformer_block import check_layer_norm, check_pre_norm_block
+from .ch4_transformer_block import (
+    check_block_module,
+    check_feed_forward_module,
+    check_layer_norm,
+    check_layer_norm_module,
+    check_pre_norm_block,
+)
 from .ch5_encoder_decoder import check_shift_right
 from .ch6_rnn_gradients import check_rnn_step_jacobian
 from .ch7_cost import check_online_softmax_merge
@@ -57,6 +65,10 @@ from .ch8_language_model import (
 
 __all__ = [
     "check_scaled_dot_product_attention",
+    "check_multi_head_attention",
+    "check_layer_norm_module",
+    "check_feed_forward_module",
+    "check_block_module",
     "check_score_spread",
     "check_split_merge_heads",
     "check_causal_mask",
