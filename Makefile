@@ -69,7 +69,7 @@ test: install system
 	  $(PYTHON) -m pytest -n $(TEST_WORKERS) --dist loadgroup
 
 clean:
-	rm -rf book/_build student_edition build/live
+	rm -rf book/_build student_edition build/live grades course
 
 # For teachers: the chapters with every solution replaced by a stub, in student_edition/.
 student:
