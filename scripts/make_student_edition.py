@@ -42,6 +42,8 @@ GLUE = re.compile(r"\{glue(?::text)?\}`([^`:]+)(?::([^`]*))?`")
 CITE = re.compile(r"\{cite(?::[a-z]+)?\}`([^`]+)`")
 REF = re.compile(r"\{(?:ref|numref)\}`([^`]+)`")
 HIDDEN = re.compile(r"Solutions are hidden[^.]*\.")
+# a MyST section target, "(label)=" on the line above a heading
+TARGET = re.compile(r"^\(([\w-]+)\)=[ \t]*\n(#+[ \t]*(.*))?", re.M)
 NOT_HERE = "This edition has no solutions: write yours in the cells that raise NotImplementedError."
 
 
@@ -121,6 +123,18 @@ def exercise_labels(nb: nbformat.NotebookNode, chapter: int) -> dict[str, str]:
     return labels
 
 
+def section_labels(nb: nbformat.NotebookNode) -> dict[str, str]:
+    """``{label: '"Section title"'}`` for the notebook's section targets: a ``{ref}`` to a section
+    reads as its title in quotes."""
+    return {
+        m.group(1): f'"{m.group(3).strip()}"'
+        for cell in nb.cells
+        if cell.cell_type == "markdown"
+        for m in TARGET.finditer(cell.source)
+        if m.group(3)
+    }
+
+
 def exercise_boxes(source: str, numbers: list[str]) -> str:
     """Turn each ``{exercise}`` fence of a markdown cell into a quoted box (a blockquote), which
     JupyterLab draws with a bar at its left. ``numbers`` supplies "Exercise N.k" in order."""
@@ -156,6 +170,8 @@ def readable_markdown(
     source = GLUE.sub(lambda m: format_glue(glue[m.group(1)], m.group(2)), source)
     source = CITE.sub(lambda m: cite_label(m.group(1), bib), source)
     source = REF.sub(lambda m: labels.get(m.group(1), m.group(1)), source)
+    # a section target's line goes, its heading stays
+    source = TARGET.sub(lambda m: m.group(2) or "", source)
     return HIDDEN.sub(NOT_HERE, source)
 
 
@@ -167,7 +183,7 @@ def student_notebook(
     every chapter to "Exercise N.k" (for ``{ref}`` across chapters)."""
     glue, bib = glued_values(nb), parse_file(str(BIB))
     own = exercise_labels(nb, chapter)
-    labels = {**own, **(labels or {})}
+    labels = {**section_labels(nb), **own, **(labels or {})}
     numbers = list(own.values()) + [f"Exercise {chapter}.{k}" for k in range(len(own) + 1, 100)]
     cells = []
     for cell in nb.cells:
