@@ -89,3 +89,47 @@ def _check_tensor(value, name: str, shape: tuple, case: str) -> None:
         raise AssertionError(
             f"{name} for {case}: expected shape {tuple(shape)}, received {tuple(value.shape)}"
         )
+
+
+def _load_reference(student, ref, owner: str, names: str):
+    """Copy ``ref``'s weights into ``student`` (both float64); an AssertionError naming the expected submodules."""
+    try:
+        student.double().load_state_dict(ref.state_dict())
+    except (RuntimeError, KeyError) as exc:
+        raise AssertionError(
+            f"{owner}: could not copy the package's weights into your module; it must have the submodules "
+            f"{names}, as in the stub. load_state_dict said: {str(exc).strip()}"
+        ) from exc
+
+
+def _input_grads(module, inputs, upstream, **kwargs):
+    """Gradients of ``sum(output * upstream)`` with respect to each input (``None`` where none arrived)."""
+    leaves = [t.detach().clone().requires_grad_(True) for t in inputs]
+    if len({id(t) for t in inputs}) == 1:  # self-attention: one tensor used three times
+        leaves = [leaves[0]] * len(inputs)
+    out = _call(module, *leaves, **kwargs)
+    out = out[0] if isinstance(out, tuple) else out
+    if not isinstance(out, Tensor) or not out.requires_grad:
+        return out, [None] * len(inputs)
+    out.backward(upstream)
+    return out, [t.grad for t in leaves]
+
+
+def _compare_input_grads(student, ref, inputs, names, upstream, case, **kwargs) -> None:
+    """The gradients of ``sum(output * upstream)`` with respect to the first ``len(names)`` inputs must
+    agree (the output was already checked)."""
+    _, got = _input_grads(student, inputs, upstream, **kwargs)
+    _, expected = _input_grads(ref, inputs, upstream, **kwargs)
+    for name, gs, ge in zip(names, got, expected):
+        if gs is None or (not (gs.abs() > 0).any() and (ge.abs() > 0).any()):
+            raise AssertionError(
+                f"no gradient reached the {name} for {case}: the output is right, but forward cuts the "
+                "graph; do not use .detach(), .data, torch.no_grad() or numpy inside forward"
+            )
+        if not _close(gs, ge):
+            err = (gs - ge).abs().max().item()
+            raise AssertionError(
+                f"wrong gradient with respect to the {name} for {case} (largest difference {err:.3g}), "
+                "although the output is right. Likely mistake: part of forward is cut from the graph "
+                "(.detach(), .data, torch.no_grad()), or a tensor is modified in place after it was used"
+            )

@@ -15,7 +15,17 @@ from torch import Tensor, nn
 
 from ...nn.attention import MultiHeadAttention, scaled_dot_product_attention
 from ...nn.masks import causal_mask
-from ._checking import ATOL, _call, _check_tensor, _checker, _close, _diagnose, _gen
+from ._checking import (
+    ATOL,
+    _call,
+    _check_tensor,
+    _checker,
+    _close,
+    _compare_input_grads,
+    _diagnose,
+    _gen,
+    _load_reference,
+)
 
 __all__ = [
     "check_multi_head_attention",
@@ -437,30 +447,6 @@ def _mha_mask(kind, L, S, g):
     return None
 
 
-def _load_reference(student, ref, owner: str, names: str):
-    """Copy ``ref``'s weights into ``student`` (both float64); an AssertionError naming the expected submodules."""
-    try:
-        student.double().load_state_dict(ref.state_dict())
-    except (RuntimeError, KeyError) as exc:
-        raise AssertionError(
-            f"{owner}: could not copy the package's weights into your module; it must have the submodules "
-            f"{names}, as in the stub. load_state_dict said: {str(exc).strip()}"
-        ) from exc
-
-
-def _input_grads(module, inputs, upstream, **kwargs):
-    """Gradients of ``sum(output * upstream)`` with respect to each input (``None`` where none arrived)."""
-    leaves = [t.detach().clone().requires_grad_(True) for t in inputs]
-    if len({id(t) for t in inputs}) == 1:  # self-attention: one tensor used three times
-        leaves = [leaves[0]] * len(inputs)
-    out = _call(module, *leaves, **kwargs)
-    out = out[0] if isinstance(out, tuple) else out
-    if not isinstance(out, Tensor) or not out.requires_grad:
-        return out, [None] * len(inputs)
-    out.backward(upstream)
-    return out, [t.grad for t in leaves]
-
-
 @_checker("check_multi_head_attention")
 def check_multi_head_attention(cls) -> None:
     """Check a module class ``cls(d_model, n_heads)`` whose ``forward(query, key, value, attn_mask=None)``
@@ -524,19 +510,5 @@ def check_multi_head_attention(cls) -> None:
 
         upstream = torch.randn(B, L, D, generator=g, dtype=torch.float64)
         inputs = (query, key, value)
-        _, got = _input_grads(student, inputs, upstream, attn_mask=mask)
-        _, expected = _input_grads(ref, inputs, upstream, attn_mask=mask)
         names = ("query", "key", "value")[: 1 if self_attention else 3]
-        for name, gs, ge in zip(names, got, expected):
-            if gs is None or (not (gs.abs() > 0).any() and (ge.abs() > 0).any()):
-                raise AssertionError(
-                    f"no gradient reached the {name} for {case}: the output is right, but forward cuts the "
-                    "graph; do not use .detach(), .data, torch.no_grad() or numpy inside forward"
-                )
-            if not _close(gs, ge):
-                err = (gs - ge).abs().max().item()
-                raise AssertionError(
-                    f"wrong gradient with respect to the {name} for {case} (largest difference {err:.3g}), "
-                    "although the output is right. Likely mistake: part of forward is cut from the graph (.detach(), "
-                    ".data, torch.no_grad()), or a tensor is modified in place after it was used"
-                )
+        _compare_input_grads(student, ref, inputs, names, upstream, case, attn_mask=mask)

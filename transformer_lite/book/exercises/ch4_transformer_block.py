@@ -16,8 +16,16 @@ from torch import nn
 from ...nn.blocks import PositionwiseFeedForward, TransformerBlock
 from ...nn.masks import causal_mask
 from ...nn.normalization import LayerNorm
-from ._checking import _call, _check_tensor, _checker, _close, _diagnose, _gen
-from .ch1_attention import _input_grads, _load_reference
+from ._checking import (
+    _call,
+    _check_tensor,
+    _checker,
+    _close,
+    _compare_input_grads,
+    _diagnose,
+    _gen,
+    _load_reference,
+)
 
 __all__ = [
     "check_layer_norm",
@@ -191,20 +199,7 @@ def _build(cls, args: tuple, kwargs: dict, seed: int) -> nn.Module:
 def _compare_input_grad(student, ref, x, g, case, **kwargs) -> None:
     """The gradient of ``sum(output * R)`` with respect to ``x`` must agree (output already checked)."""
     upstream = torch.randn(x.shape, generator=g, dtype=torch.float64)
-    _, (got,) = _input_grads(student, (x,), upstream, **kwargs)
-    _, (expected,) = _input_grads(ref, (x,), upstream, **kwargs)
-    if got is None or (not (got.abs() > 0).any() and (expected.abs() > 0).any()):
-        raise AssertionError(
-            f"no gradient reached the input for {case}: the output is right, but forward cuts the graph; "
-            "do not use .detach(), .data, torch.no_grad() or numpy inside forward"
-        )
-    if not _close(got, expected):
-        err = (got - expected).abs().max().item()
-        raise AssertionError(
-            f"wrong gradient with respect to the input for {case} (largest difference {err:.3g}), although "
-            "the output is right. Likely mistake: part of forward is cut from the graph (.detach(), .data, "
-            "torch.no_grad()), or a tensor is modified in place after it was used"
-        )
+    _compare_input_grads(student, ref, (x,), ("input",), upstream, case, **kwargs)
 
 
 @_checker("check_layer_norm_module")
