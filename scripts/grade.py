@@ -28,7 +28,10 @@ How a notebook is run. Only its exercise section is executed (from the markdown 
 opens with ``## Exercises`` to the end; the chapter above it would retrain models), in a kernel
 process of its own whose working directory is a fresh temporary copy, never the submission
 folder or the book. The checker cells come from the book's student edition, not from the
-submission, so an edited or deleted checker cell still grades the student's functions. The
+submission, so an edited or deleted checker cell still grades the student's functions, and each
+imports its checker afresh from the package (``FRESH_CHECKER``), so a ``check_...`` of the student's
+own, or a patched exercises module, does not replace it. A notebook saved under another name that
+contains its chapter's (``02_causal_masks (1).ipynb``) is graded as that chapter (``submitted_chapters``). The
 notebook has ``--time-limit`` seconds in all (a loop is stopped and reported ``timed out``);
 each cell keeps at most ``--output-limit`` bytes of output (the rest is dropped and reported);
 an error in one cell does not stop the next.
@@ -128,10 +131,31 @@ def graded_notebook(
     return section
 
 
+# Put first in every checker cell the grader runs: the checker is imported afresh from the package
+# (its modules dropped from sys.modules first), so a student's cell that defines its own
+# ``check_...`` or patches the exercises module cannot stand in for the book's checker.
+FRESH_CHECKER = """\
+import importlib as _importlib, pkgutil as _pkgutil, sys as _sys
+for _name in [m for m in _sys.modules if m.startswith("transformer_lite.book.exercises")]:
+    del _sys.modules[_name]
+_exercises = _importlib.import_module("transformer_lite.book.exercises")
+{name} = next(
+    getattr(_module, "{name}")
+    for _module in [_exercises] + [
+        _importlib.import_module(f"transformer_lite.book.exercises.{{_m.name}}")
+        for _m in _pkgutil.iter_modules(_exercises.__path__)
+    ]
+    if hasattr(_module, "{name}")
+)
+"""
+
+
 def _reference_cell(cell, name: str) -> nbformat.NotebookNode:
-    """A copy of the book's checker cell, with an id no student cell has."""
+    """A copy of the book's checker cell, with an id no student cell has, that first imports the
+    checker afresh (``FRESH_CHECKER``): its own import lines, if any, then rebind the same name."""
     cell = nbformat.from_dict(dict(cell))
     cell.id = f"grader-{name}".replace("_", "-")
+    cell.source = FRESH_CHECKER.format(name=name) + "\n" + cell.source
     return cell
 
 
@@ -325,12 +349,13 @@ def verdicts(run: Run, names: list[str], output_limit: int) -> dict[str, Verdict
                 f"error: output over {output_limit} bytes",
                 "a cell printed more than the limit; print less",
             )
-        elif re.search(rf"^{name}: all checks passed$", printed, re.M):
-            verdict = Verdict(PASSED)
-        elif re.search(rf"^{name}: not implemented yet", printed, re.M):
-            verdict = Verdict(NOT_ATTEMPTED, "your function still raises NotImplementedError")
         elif errors and errors[-1].ename == "AssertionError":  # the checker's verdict
             verdict = Verdict(f"failed: {errors[-1].evalue}", errors[-1].evalue)
+        elif not errors and re.search(rf"^{name}: all checks passed$", printed, re.M):
+            # (a student's function that prints this line itself cannot hide an error after it)
+            verdict = Verdict(PASSED)
+        elif not errors and re.search(rf"^{name}: not implemented yet", printed, re.M):
+            verdict = Verdict(NOT_ATTEMPTED, "your function still raises NotImplementedError")
         elif group_errors or errors:
             ename, evalue = (group_errors or [(e.ename, e.evalue) for e in errors])[0]
             verdict = Verdict(f"error: {ename}", f"{ename}: {evalue}")
@@ -380,8 +405,12 @@ def grade(
     submissions: Path, output: Path, source: Path, time_limit: float, output_limit: int
 ) -> None:
     students = sorted(p for p in submissions.iterdir() if p.is_dir() and not p.name.startswith("."))
-    submitted = {s.name: {p.stem: p for p in sorted(s.glob("*.ipynb"))} for s in students}
     book = {p.stem for p in source.glob("*.ipynb")}
+    submitted, renamed = {}, {}
+    for s in students:
+        submitted[s.name], renamed[s.name] = submitted_chapters(sorted(s.glob("*.ipynb")), book)
+        for path, stem in renamed[s.name].items():
+            print(f"note: {s.name}/{path.name} graded as {stem}.ipynb", flush=True)
     chapters = sorted({stem for books in submitted.values() for stem in books} & book)
     references = reference_sections(source, chapters)
     columns = [(ch, name) for ch in chapters for name in checkers(references[ch])]
@@ -390,11 +419,10 @@ def grade(
         row, lines = {}, [f"# Feedback for {student}", ""]
         unknown = sorted(set(books) - book)
         if unknown:
-            lines += [
-                "Not graded (not a chapter of the book): "
-                + ", ".join(u + ".ipynb" for u in unknown),
-                "",
-            ]
+            print(f"warning: {student}: not graded: " + ", ".join(unknown), flush=True)
+            lines += ["Not graded (not a chapter of the book): " + ", ".join(unknown), ""]
+        for path, stem in renamed[student].items():
+            lines += [f"`{path.name}` was graded as `{stem}.ipynb` (keep the chapter's name).", ""]
         for ch in chapters:
             names = list(checkers(references[ch]))
             if ch in books:
@@ -412,6 +440,25 @@ def grade(
             lines.append("")
         rows[student], feedback[student] = row, "\n".join(lines)
     write_grade_book(output, [f"{c}/{n}" for c, n in columns], rows, feedback)
+
+
+def submitted_chapters(paths: list[Path], book: set[str]) -> tuple[dict, dict]:
+    """A student's notebooks by chapter stem, and the renamed ones: a file whose name contains one
+    chapter's stem (``02_causal_masks (1).ipynb``, ``Copy of 02_causal_masks.ipynb``) is graded as
+    that chapter unless the chapter's own file is there too. Names matching no chapter, or more
+    than one, or a second renamed copy, are kept under their file name (reported, not graded)."""
+    exact = {p.stem: p for p in paths if p.stem in book}
+    chapters, renamed = dict(exact), {}
+    for p in paths:
+        if p.stem in book:
+            continue
+        matches = [stem for stem in book if stem in p.stem]
+        if len(matches) == 1 and matches[0] not in chapters:
+            chapters[matches[0]] = p
+            renamed[p] = matches[0]
+        else:
+            chapters[p.name] = p  # not a chapter: reported in the feedback
+    return chapters, renamed
 
 
 def write_grade_book(output: Path, columns: list[str], rows: dict, feedback: dict) -> None:

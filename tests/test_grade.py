@@ -210,6 +210,24 @@ def test_grade_book_of_synthetic_submissions(tmp_path):
     def drop_check(nb, cell):  # the checker cell deleted: the grader puts the book's back
         nb.cells = [c for c in nb.cells if "check_rnn_step_jacobian(" not in c.source]
 
+    # a checker of the student's own, and the package's patched: the grader imports the book's afresh
+    fake = (
+        "import transformer_lite.book.exercises as ex\n\n"
+        "def check_shift_right(f):\n    print('check_shift_right: all checks passed')\n\n"
+        "ex.check_shift_right = check_shift_right\n"
+        "ex.ch5_encoder_decoder.check_shift_right = check_shift_right\n\n"
+    )
+    write(subs, "fakes_checker", CH5, filled(CH5, fake + SHIFT_DEF + WRONG_SHIFT[0][0]))
+    # a function that prints the verdict line itself before the checker fails it
+    says = SHIFT_DEF + "    print('check_shift_right: all checks passed')\n" + WRONG_SHIFT[0][0]
+    write(subs, "fakes_checker", CH6, filled(CH6, None))
+    expected["fakes_checker"] = (f"failed: {WRONG_SHIFT[0][1]}", "not attempted")
+    write(subs, "prints_verdict", CH5, filled(CH5, says))
+    expected["prints_verdict"] = (f"failed: {WRONG_SHIFT[0][1]}", "not attempted")
+    # a renamed download is graded as its chapter, and the feedback says so
+    (subs / "renamed").mkdir()
+    nbformat.write(filled(CH6, jacobian), subs / "renamed" / f"{CH6} (1).ipynb")
+    expected["renamed"] = ("not attempted", "passed")
     write(subs, "edits_checks", CH5, filled(CH5, None, forge))
     write(subs, "edits_checks", CH6, filled(CH6, jacobian, drop_check))
     expected["edits_checks"] = ("not attempted", "passed")
@@ -236,3 +254,18 @@ def test_grade_book_of_synthetic_submissions(tmp_path):
     assert WRONG_SHIFT[0][1] in feedback and WRONG_JACOBIAN[0][1] in feedback
     assert "outside the working copy" in (out / "feedback" / "deletes.md").read_text()
     assert "no notebook submitted" in (out / "feedback" / "syntax.md").read_text()
+    assert f"graded as `{CH6}.ipynb`" in (out / "feedback" / "renamed.md").read_text()
+
+
+def test_renamed_notebooks_are_matched_to_their_chapter():
+    """No kernel: which file is graded as which chapter."""
+    chapters = _grader()["submitted_chapters"]
+    book = {CH5, CH6}
+    paths = [Path(n) for n in (f"{CH5} (1).ipynb", f"Copy of {CH6}.ipynb", "notes.ipynb")]
+    got, renamed = chapters(paths, book)
+    assert got == {CH5: paths[0], CH6: paths[1], "notes.ipynb": paths[2]}
+    assert renamed == {paths[0]: CH5, paths[1]: CH6}
+    # the chapter's own file wins over a renamed copy, which is reported, not graded
+    paths = [Path(f"{CH5}.ipynb"), Path(f"{CH5} (1).ipynb")]
+    got, renamed = chapters(paths, book)
+    assert got == {CH5: paths[0], f"{CH5} (1).ipynb": paths[1]} and renamed == {}
