@@ -426,7 +426,7 @@ def grade(
         for ch in chapters:
             names = list(checkers(references[ch]))
             if ch in books:
-                print(f"grading {student}/{ch}.ipynb", flush=True)
+                print(f"grading {student}/{books[ch].name}", flush=True)
                 got = grade_notebook(books[ch], references[ch], time_limit, output_limit)
             else:
                 got = dict.fromkeys(names, Verdict(NOT_ATTEMPTED, "no notebook submitted"))
