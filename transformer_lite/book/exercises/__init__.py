@@ -18,7 +18,8 @@ One module per chapter, named after its notebook; the shared machinery is in :mo
   heads, a multi-head attention module;
 * :mod:`.ch2_causal_masks`: the causal mask, attention with a key/value cache, positions read from
   the mask;
-* :mod:`.ch3_positional_encodings`: the sinusoidal encoding and rotary position embedding;
+* :mod:`.ch3_positional_encodings`: the sinusoidal encoding and rotary position embedding; the
+  positional-encoding module and self-attention with rotary positions and a key/value cache;
 * :mod:`.ch4_transformer_block`: layer normalization and a pre-norm block, as functions; the layer-norm,
   feed-forward and block modules (post-norm and pre-norm from one class);
 * :mod:`.ch5_encoder_decoder`: teacher forcing's shift;
@@ -43,6 +44,8 @@ from .ch2_causal_masks import (
 )
 from .ch3_positional_encodings import (
     check_rotary,
+    check_rotary_attention_module,
+    check_sinusoidal_module,
     check_sinusoidal_positional_encoding,
     reference_sinusoidal_positional_encoding,
 )
@@ -77,6 +80,8 @@ __all__ = [
     "reference_sinusoidal_positional_encoding",
     "check_sinusoidal_positional_encoding",
     "check_rotary",
+    "check_sinusoidal_module",
+    "check_rotary_attention_module",
     "check_layer_norm",
     "check_pre_norm_block",
     "check_shift_right",
