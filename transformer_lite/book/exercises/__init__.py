@@ -26,7 +26,9 @@ One module per chapter, named after its notebook; the shared machinery is in :mo
 * :mod:`.ch6_rnn_gradients`: an RNN step's Jacobian;
 * :mod:`.ch7_cost`: merging two blocks' online-softmax statistics;
 * :mod:`.ch8_language_model`: the next-token loss, temperature and top-k, loss units, the size of a
-  key/value cache.
+  key/value cache;
+* :mod:`.ch9_build_a_gpt`: the learner's GPT from the modules of chapters 1 and 4, its training loop,
+  generation with a key/value cache, and the capstone (that GPT trained on chapter 8's corpus).
 
 Every checker is importable from here: ``from transformer_lite.book.exercises import check_rotary``.
 """
@@ -65,6 +67,12 @@ from .ch8_language_model import (
     check_next_token_loss,
     check_temperature_top_k,
 )
+from .ch9_build_a_gpt import (
+    check_cached_generation,
+    check_capstone,
+    check_gpt_module,
+    check_training_loop,
+)
 
 __all__ = [
     "check_scaled_dot_product_attention",
@@ -91,4 +99,8 @@ __all__ = [
     "check_temperature_top_k",
     "check_loss_units",
     "check_kv_cache_bytes",
+    "check_gpt_module",
+    "check_training_loop",
+    "check_cached_generation",
+    "check_capstone",
 ]
