@@ -22,8 +22,10 @@ One module per chapter, named after its notebook; the shared machinery is in :mo
   positional-encoding module and self-attention with rotary positions and a key/value cache;
 * :mod:`.ch4_transformer_block`: layer normalization and a pre-norm block, as functions; the layer-norm,
   feed-forward and block modules (post-norm and pre-norm from one class);
-* :mod:`.ch5_encoder_decoder`: teacher forcing's shift;
-* :mod:`.ch6_rnn_gradients`: an RNN step's Jacobian;
+* :mod:`.ch5_encoder_decoder`: teacher forcing's shift; the decoder block and the encoder-decoder model
+  (its three masks) as modules;
+* :mod:`.ch6_rnn_gradients`: an RNN step's Jacobian; the RNN and GRU cells as modules, with their step
+  Jacobians;
 * :mod:`.ch7_cost`: merging two blocks' online-softmax statistics;
 * :mod:`.ch8_language_model`: the next-token loss, temperature and top-k, loss units, the size of a
   key/value cache;
@@ -58,8 +60,16 @@ from .ch4_transformer_block import (
     check_layer_norm_module,
     check_pre_norm_block,
 )
-from .ch5_encoder_decoder import check_shift_right
-from .ch6_rnn_gradients import check_rnn_step_jacobian
+from .ch5_encoder_decoder import (
+    check_decoder_block_module,
+    check_encoder_decoder_module,
+    check_shift_right,
+)
+from .ch6_rnn_gradients import (
+    check_gru_cell_module,
+    check_rnn_cell_module,
+    check_rnn_step_jacobian,
+)
 from .ch7_cost import check_online_softmax_merge
 from .ch8_language_model import (
     check_kv_cache_bytes,
@@ -93,7 +103,11 @@ __all__ = [
     "check_layer_norm",
     "check_pre_norm_block",
     "check_shift_right",
+    "check_decoder_block_module",
+    "check_encoder_decoder_module",
     "check_rnn_step_jacobian",
+    "check_rnn_cell_module",
+    "check_gru_cell_module",
     "check_online_softmax_merge",
     "check_next_token_loss",
     "check_temperature_top_k",
