@@ -179,7 +179,7 @@ def test_nbgrader_generates_and_autogrades_the_exported_course(tmp_path):
     _nbgrader(course, "generate_assignment", CHEAP, "--force")
     released = nbformat.read(course / "release" / CHEAP / notebook, as_version=4)
     assert not any("SOLUTION" in c.source for c in released.cells)
-    assert sum("raise NotImplementedError()" in c.source for c in released.cells) == 3
+    assert sum("raise NotImplementedError()" in c.source for c in released.cells) == 4
 
     source = (course / "source" / CHEAP / notebook).read_text()
     wrong = source.replace(".tril()  # keep j <= i", ".triu()  # keep j <= i")
@@ -203,6 +203,6 @@ def test_nbgrader_generates_and_autogrades_the_exported_course(tmp_path):
         )
         lost = causal_mask.max_score
         assert causal_mask.score == 0
-    assert max_score == 6  # exercises 2.1, 2.2, 2.5: one, two and three stars
+    assert max_score == 8  # exercises 2.1, 2.2, 2.3, 2.6: one, two, two and three stars
     assert scores == {"right": max_score, "empty": 0, "wrong": max_score - lost}
     shutil.rmtree(course)

@@ -17,7 +17,7 @@ One module per chapter, named after its notebook; the shared machinery is in :mo
 * :mod:`.ch1_attention`: scaled dot-product attention, a head's score spread, splitting and merging
   heads, a multi-head attention module;
 * :mod:`.ch2_causal_masks`: the causal mask, attention with a key/value cache, positions read from
-  the mask;
+  the mask; a causal self-attention module with a key/value cache;
 * :mod:`.ch3_positional_encodings`: the sinusoidal encoding and rotary position embedding; the
   positional-encoding module and self-attention with rotary positions and a key/value cache;
 * :mod:`.ch4_transformer_block`: layer normalization and a pre-norm block, as functions; the layer-norm,
@@ -26,7 +26,8 @@ One module per chapter, named after its notebook; the shared machinery is in :mo
   (its three masks) as modules;
 * :mod:`.ch6_rnn_gradients`: an RNN step's Jacobian; the RNN and GRU cells as modules, with their step
   Jacobians;
-* :mod:`.ch7_cost`: merging two blocks' online-softmax statistics;
+* :mod:`.ch7_cost`: merging two blocks' online-softmax statistics; attention tile by tile with the
+  online softmax;
 * :mod:`.ch8_language_model`: the next-token loss, temperature and top-k, loss units, the size of a
   key/value cache;
 * :mod:`.ch9_build_a_gpt`: the learner's GPT from the modules of chapters 1 and 4, its training loop,
@@ -45,6 +46,7 @@ from .ch2_causal_masks import (
     check_cached_causal_attention,
     check_causal_mask,
     check_causal_positions,
+    check_causal_self_attention_module,
 )
 from .ch3_positional_encodings import (
     check_rotary,
@@ -70,7 +72,7 @@ from .ch6_rnn_gradients import (
     check_rnn_cell_module,
     check_rnn_step_jacobian,
 )
-from .ch7_cost import check_online_softmax_merge
+from .ch7_cost import check_online_softmax_merge, check_tiled_attention
 from .ch8_language_model import (
     check_kv_cache_bytes,
     check_loss_units,
@@ -95,6 +97,7 @@ __all__ = [
     "check_causal_mask",
     "check_cached_causal_attention",
     "check_causal_positions",
+    "check_causal_self_attention_module",
     "reference_sinusoidal_positional_encoding",
     "check_sinusoidal_positional_encoding",
     "check_rotary",
@@ -109,6 +112,7 @@ __all__ = [
     "check_rnn_cell_module",
     "check_gru_cell_module",
     "check_online_softmax_merge",
+    "check_tiled_attention",
     "check_next_token_loss",
     "check_temperature_top_k",
     "check_loss_units",
