@@ -1,5 +1,6 @@
 """The shipped checkpoints of chapter 8 (checkpoints/ch8_*.safetensors): trained by the command line,
-re-measured here by evaluation only (no training).
+re-measured here by evaluation only (no training). Among them the seed-0 runs of the learning-rate
+sweep (scripts/lr_sweep.py), whose recorded losses chapter 8 reads from checkpoints/ch8_lr_sweep.json.
 
 Oracles: each run's own ``history.json`` (the validation loss that ``train`` measured at its last step,
 before the checkpoint was written) and the number the chapter states (the value the notebook glued,
@@ -67,6 +68,40 @@ def test_checkpoint_loss_is_the_one_the_chapter_states(run, corpus):
     assert abs(measured - history["val_loss"][-1]) < TOL, (run, measured, history["val_loss"][-1])
     stated = _glued(RUNS[run])
     assert abs(measured - stated) < TOL, (run, measured, stated)
+
+
+SWEEP = json.loads((CHECKPOINTS / "ch8_lr_sweep.json").read_text())
+SWEPT = sorted(CHECKPOINTS.glob("ch8_*_lr*.safetensors"))
+
+
+def _config(meta) -> TrainConfig:
+    return TrainConfig(
+        **{k: tuple(v) if isinstance(v, list) else v for k, v in meta["train_config"].items()}
+    )
+
+
+def test_every_seed_0_run_of_the_sweep_is_shipped():
+    """One checkpoint per learning rate of the sweep other than 1e-2 (that one is ch8_transformer and
+    ch8_gru), for each model."""
+    seed0 = {(r["model"], r["lr"]) for r in SWEEP if r["seed"] == 0}
+    shipped = {(p.stem.split("_")[1], float(p.stem.split("_lr")[1])) for p in SWEPT}
+    assert shipped == {key for key in seed0 if key[1] != 1e-2}
+    assert len(shipped) >= 6
+
+
+@pytest.mark.parametrize("path", SWEPT, ids=lambda p: p.stem)
+def test_sweep_checkpoint_loss_is_the_one_the_sweep_records(path, corpus):
+    torch.set_num_threads(1)
+    model, meta = load_checkpoint(path)
+    assert meta["vocab"] == corpus.vocab.chars
+    cfg = _config(meta)
+    kind, lr = path.stem.split("_")[1], float(path.stem.split("_lr")[1])
+    assert meta["model"] == kind and cfg.lr == lr and cfg.seed == 0
+    (row,) = [r for r in SWEEP if (r["model"], r["lr"], r["seed"]) == (kind, lr, 0)]
+    history = json.loads(path.with_name(path.stem + "_history.json").read_text())
+    assert row["val_loss"] == history["val_loss"] and history["eval_steps"][-1] == cfg.steps
+    measured = evaluate(model, corpus.val_ids, cfg)
+    assert abs(measured - row["val_loss"][-1]) < TOL, (path.stem, measured, row["val_loss"][-1])
 
 
 def test_the_check_fails_on_a_wrong_model(corpus):
