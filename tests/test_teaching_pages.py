@@ -71,7 +71,7 @@ def test_teachers_page_in_the_built_book(site):
     table = table[: table.index("</table>")]
     rows = re.findall(r"<tr[^>]*>(.*?)</tr>", table, re.S)[1:]  # without the header
     chapters = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
-    assert len(rows) == len(chapters) == 8
+    assert len(rows) == len(chapters) == 9
     for row, path in zip(rows, chapters):
         t = notebook_times(json.loads(path.read_text()))
         cells = [

@@ -13,6 +13,10 @@ Usage in a MyST page::
 
     ```{chapter-times}
     ```
+
+The ``chapter-time`` role writes one chapter's wall time into a sentence, so that a chapter can
+state how long it takes to run from the same stamps: ``{chapter-time}`08_language_model``` gives
+e.g. "12 min" (the file name without ``.ipynb``; "not timed" when no cell has stamps).
 """
 
 from __future__ import annotations
@@ -124,6 +128,19 @@ class ChapterTimes(SphinxDirective):
         return [table]
 
 
+def chapter_time_role(name, rawtext, text, lineno, inliner, options=None, content=None):
+    """``{chapter-time}`NN_name```: the wall time of that chapter's stored run, as in the table."""
+    path = NOTEBOOKS / f"{text.strip()}.ipynb"
+    if not path.exists():
+        message = inliner.reporter.error(f"chapter-time: no notebook {path.name}", line=lineno)
+        return [inliner.problematic(rawtext, rawtext, message)], [message]
+    inliner.document.settings.env.note_dependency(str(path))
+    t = notebook_times(json.loads(path.read_text(encoding="utf-8")))
+    duration = format_duration(t["wall_s"]) if t["wall_s"] is not None else "not timed"
+    return [nodes.inline(rawtext, duration, classes=["chapter-time"])], []
+
+
 def setup(app):
     app.add_directive("chapter-times", ChapterTimes)
+    app.add_role("chapter-time", chapter_time_role)
     return {"version": "1.0", "parallel_read_safe": True, "parallel_write_safe": True}
