@@ -157,12 +157,13 @@ def _tiled_variant(q, k, v, block, mask=None, is_causal=False, mistake=None):
                 cols = torch.arange(j1 - j0)[None, :] + (
                     0 if mistake in ("local", "local cols") else j0
                 )
-                shift = 0 if mistake == "top-left" else S - L
-                s = s.masked_fill(cols > rows + shift, float("-inf"))
-            m_new = torch.maximum(m, s.amax(dim=-1, keepdim=True))
-            ref = torch.where(torch.isfinite(m_new), m_new, torch.zeros_like(m_new))
-            p = torch.exp(s - ref)  # (..., bq, bk)
-            rescale = torch.exp(m - ref)  # (..., bq, 1)
+                offset = 0 if mistake == "top-left" else S - L
+                s = s.masked_fill(cols > rows + offset, float("-inf"))
+            m_new = torch.maximum(m, s.amax(dim=-1, keepdim=True))  # (..., bq, 1)
+            # a row with no allowed key so far (m_new = -inf) is shifted by 0
+            shift = torch.where(torch.isfinite(m_new), m_new, torch.zeros_like(m_new))
+            p = torch.exp(s - shift)  # (..., bq, bk)
+            rescale = torch.exp(m - shift)  # (..., bq, 1)
             l = (1.0 if mistake in ("l", "both") else rescale) * l + p.sum(dim=-1, keepdim=True)
             if mistake == "per block":  # each block's own weighted average, never divided again
                 acc = rescale * acc + p @ v[..., j0:j1, :] / p.sum(dim=-1, keepdim=True)
