@@ -1,10 +1,12 @@
 """The grading command, scripts/grade.py (`make grade SUBMISSIONS=dir/`).
 
 Oracle: a folder of synthetic submissions, each made from the real student edition of two chapters
-whose exercise sections run in about a second (5, teacher forcing's shift; 6, an RNN step's
-Jacobian), gives exactly the grade book written out below: the chapters' own solutions pass; five
-listed wrong implementations per checker fail with the checker's message for that mistake; a stub
-is not attempted, and so is a missing notebook or a printed fake verdict; a syntax error, a
+whose exercise sections run in seconds (5, teacher forcing's shift, then the decoder block and the
+encoder-decoder model as modules; 6, an RNN step's Jacobian, then the RNN and GRU cells as modules),
+gives exactly the grade book written out below: the chapters' own solutions pass; five listed wrong
+implementations per function checker fail with the checker's message for that mistake, and so do a
+wrong decoder block (with the model built on it) and a wrong GRU cell; a stub is not attempted, and
+so is a missing notebook or a printed fake verdict; a syntax error, a
 SystemExit, an os.remove outside the working copy, a kernel that dies and megabytes of output are
 errors of their kind; an infinite loop times out. Nothing outside the working copies changes: the
 file the submission tries to delete and the submission folder itself are intact afterwards.
@@ -22,6 +24,12 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 CH5, CH6 = "05_encoder_decoder", "06_rnn_gradients"
 SHIFT, JACOBIAN = f"{CH5}/check_shift_right", f"{CH6}/check_rnn_step_jacobian"
+# the module exercises that follow each function exercise in its chapter
+BLOCK, MODEL = f"{CH5}/check_decoder_block_module", f"{CH5}/check_encoder_decoder_module"
+RNN_CELL, GRU_CELL = f"{CH6}/check_rnn_cell_module", f"{CH6}/check_gru_cell_module"
+COLUMNS = [SHIFT, BLOCK, MODEL, JACOBIAN, RNN_CELL, GRU_CELL]
+MODULES5, MODULES6 = "class MyDecoderBlock(", "class MyRNNCell("  # find each module cell
+NA = "not attempted"
 
 # The student's cell for each exercise: (a header that defines the function, the body)
 SHIFT_DEF = "def my_shift_right(tgt, bos_id):\n"
@@ -61,6 +69,25 @@ WRONG_JACOBIAN = [
      JACOBIAN_MISTAKE + "scaled the columns instead of the rows: J = diag(1 - h_t**2) W_hh "
      "multiplies row i by 1 - h_t[i]**2"),
 ]
+# a wrong module of each chapter: (what the solution's line becomes, the checkers' messages)
+WRONG_BLOCK = (
+    ("self.cross_attn(h, memory, memory, attn_mask=memory_mask)",
+     "self.cross_attn(h, h, h)"),
+    "wrong output for MyDecoderBlock(8, 2, 17, dropout=0.2, norm_first=False) on x of shape "
+    "(2, 5, 8), memory of shape (2, 7, 8), no masks. Likely mistake: cross-attention keys and "
+    "values from the decoder: cross_attn(h, memory, memory), the queries from the decoder, the keys "
+    "and values from the encoder's memory",
+    "MyEncoderDecoder(config) with d_model=6, n_heads=2, norm_first=False, on src_ids of shape "
+    "(1, 5) and tgt_ids of shape (1, 1), no padding: decoder block 0 of your model does not compute "
+    "what the package's DecoderBlock computes with the same weights; make MyDecoderBlock pass "
+    "check_decoder_block_module first",
+)
+WRONG_GRU = (
+    ("return (1 - z) * n + z * h", "return z * n + (1 - z) * h"),
+    "wrong new state for MyGRUCell(4, 5) on x of shape (3, 4), h of shape (3, 5). Likely mistake: "
+    "h_new = z * n + (1 - z) * h: torch's update is (1 - z) * n + z * h, so that z near 1 copies "
+    "the old state",
+)
 # fmt: on
 
 
@@ -78,26 +105,48 @@ def student_edition(stem: str) -> nbformat.NotebookNode:
     return gen["student_notebook"](nbformat.read(path, as_version=4), gen["chapter_number"](path))
 
 
-def solution_source(stem: str) -> str:
-    """The chapter's own solution of its (only) function exercise, markers removed."""
+def solution_source(stem: str, header: str) -> str:
+    """The chapter's own solution of the exercise whose cell contains ``header``, markers removed."""
     chapter = nbformat.read(ROOT / "notebooks" / f"{stem}.ipynb", as_version=4)
     (source,) = [
         c.source
         for c in chapter.cells
-        if "solution" in c.metadata.get("tags", []) and "# BEGIN SOLUTION" in c.source
+        if "solution" in c.metadata.get("tags", [])
+        and "# BEGIN SOLUTION" in c.source
+        and header in c.source
     ]
     return "\n".join(line for line in source.splitlines() if "SOLUTION" not in line)
 
 
-def filled(stem: str, source: str | None, edit=None) -> nbformat.NotebookNode:
-    """The student edition of ``stem``, its exercise cell's source replaced (None: stub kept)."""
+def exercise_cell(nb: nbformat.NotebookNode, header: str) -> nbformat.NotebookNode:
+    (cell,) = [
+        c for c in nb.cells if "exercise" in c.metadata.get("tags", []) and header in c.source
+    ]
+    return cell
+
+
+def filled(
+    stem: str, source: str | None, edit=None, modules: str | None = None
+) -> nbformat.NotebookNode:
+    """The student edition of ``stem``, its function exercise's cell source replaced by ``source``
+    and its module exercise's by ``modules`` (None: stub kept)."""
     nb = student_edition(stem)
-    (cell,) = [c for c in nb.cells if "exercise" in c.metadata.get("tags", [])]
+    header, module_header = (SHIFT_DEF, MODULES5) if stem == CH5 else (JACOBIAN_DEF, MODULES6)
+    cell = exercise_cell(nb, header)
     if source is not None:
         cell.source = source
+    if modules is not None:
+        exercise_cell(nb, module_header).source = modules
     if edit:
         edit(nb, cell)
     return nb
+
+
+def wrong_modules(solution: str, change: tuple[str, str]) -> str:
+    """The chapter's module solution with one line changed (a listed mistake)."""
+    old, new = change
+    assert solution.count(old) == 1, old
+    return solution.replace(old, new)
 
 
 def write(folder: Path, student: str, stem: str, nb) -> None:
@@ -118,7 +167,11 @@ def test_exercise_section_starts_at_the_heading():
     nb = student_edition(CH5)
     section = grade["exercise_section"](nb)
     assert section.cells[0].source.startswith("## Exercises")
-    assert list(grade["checkers"](section)) == ["check_shift_right"]
+    assert list(grade["checkers"](section)) == [
+        "check_shift_right",
+        "check_decoder_block_module",
+        "check_encoder_decoder_module",
+    ]
     nb.cells = [c for c in nb.cells if not c.source.startswith("## Exercises")]
     with pytest.raises(ValueError, match="## Exercises"):
         grade["exercise_section"](nb)
@@ -165,43 +218,55 @@ def test_verdicts_read_each_exercise_from_its_own_cells():
     assert got["check_d"].status == "error: no verdict"
 
 
-@pytest.mark.slow  # 21 notebooks, each in its own kernel: about 90 s on one core
+@pytest.mark.slow  # 21 notebooks, each in its own kernel: about 2 min on one core
 def test_grade_book_of_synthetic_submissions(tmp_path):
     subs, out = tmp_path / "submissions", tmp_path / "grades"
     teacher = tmp_path / "teacher_file.txt"  # outside every working copy
     teacher.write_text("the teacher's notes\n")
-    shift, jacobian = solution_source(CH5), solution_source(CH6)
-    expected = {}
+    shift, jacobian = solution_source(CH5, SHIFT_DEF), solution_source(CH6, JACOBIAN_DEF)
+    modules5, modules6 = solution_source(CH5, MODULES5), solution_source(CH6, MODULES6)
+    expected = {}  # student -> the entries of COLUMNS: chapter 5's three, then chapter 6's
 
-    write(subs, "correct", CH5, filled(CH5, shift))
-    write(subs, "correct", CH6, filled(CH6, jacobian))
-    expected["correct"] = ("passed", "passed")
+    write(subs, "correct", CH5, filled(CH5, shift, modules=modules5))
+    write(subs, "correct", CH6, filled(CH6, jacobian, modules=modules6))
+    expected["correct"] = ("passed",) * 6
     for k, ((s_body, s_msg), (j_body, j_msg)) in enumerate(zip(WRONG_SHIFT, WRONG_JACOBIAN), 1):
         write(subs, f"wrong{k}", CH5, filled(CH5, SHIFT_DEF + s_body))
         write(subs, f"wrong{k}", CH6, filled(CH6, JACOBIAN_DEF + j_body))
-        expected[f"wrong{k}"] = (f"failed: {s_msg}", f"failed: {j_msg}")
+        expected[f"wrong{k}"] = (f"failed: {s_msg}", NA, NA, f"failed: {j_msg}", NA, NA)
+    # a wrong decoder block (the model built on it fails too), a wrong GRU cell (the RNN cell passes)
+    change, block_msg, model_msg = WRONG_BLOCK
+    write(subs, "wrong1", CH5, filled(CH5, SHIFT_DEF + WRONG_SHIFT[0][0],
+                                      modules=wrong_modules(modules5, change)))  # fmt: skip
+    expected["wrong1"] = (f"failed: {WRONG_SHIFT[0][1]}", f"failed: {block_msg}",
+                          f"failed: {model_msg}", *expected["wrong1"][3:])  # fmt: skip
+    change, gru_msg = WRONG_GRU
+    write(subs, "wrong2", CH6, filled(CH6, JACOBIAN_DEF + WRONG_JACOBIAN[1][0],
+                                      modules=wrong_modules(modules6, change)))  # fmt: skip
+    expected["wrong2"] = (*expected["wrong2"][:3], f"failed: {WRONG_JACOBIAN[1][1]}", "passed",
+                          f"failed: {gru_msg}")  # fmt: skip
     write(subs, "empty", CH5, filled(CH5, None))  # the stubs as handed out
     write(subs, "empty", CH6, filled(CH6, None))
-    expected["empty"] = ("not attempted", "not attempted")
+    expected["empty"] = (NA,) * 6
     write(subs, "syntax", CH5, filled(CH5, SHIFT_DEF + "    return torch.cat([tgt\n"))
-    expected["syntax"] = ("error: SyntaxError", "not attempted")  # no chapter-6 notebook
+    expected["syntax"] = ("error: SyntaxError", NA, NA, NA, NA, NA)  # no chapter-6 notebook
     loop = SHIFT_DEF + "    while True:\n        pass\n"
     write(subs, "loop", CH5, filled(CH5, loop))
     write(subs, "loop", CH6, filled(CH6, jacobian))  # its own kernel: graded as usual
-    expected["loop"] = ("timed out", "passed")
+    expected["loop"] = ("timed out",) * 3 + ("passed", NA, NA)  # the run stops at the loop
     write(subs, "exits", CH5, filled(CH5, "raise SystemExit(1)\n\n" + shift))
     write(subs, "exits", CH6, filled(CH6, JACOBIAN_DEF + "    raise SystemExit('bye')\n"))
-    expected["exits"] = ("error: SystemExit", "error: SystemExit")
+    expected["exits"] = ("error: SystemExit", NA, NA, "error: SystemExit", NA, NA)
     remove = f"import os\n\nos.remove({str(teacher)!r})\n\n{shift}"
     write(subs, "deletes", CH5, filled(CH5, remove))
     rmtree = f"import shutil\n\nshutil.rmtree({str(subs)!r})\n\n{jacobian}"
     write(subs, "deletes", CH6, filled(CH6, rmtree))
-    expected["deletes"] = ("error: PermissionError", "error: PermissionError")
+    expected["deletes"] = ("error: PermissionError", NA, NA, "error: PermissionError", NA, NA)
     write(subs, "crashes", CH6, filled(CH6, "import os\n\nos._exit(3)\n\n" + jacobian))
-    expected["crashes"] = ("not attempted", "error: kernel died")
+    expected["crashes"] = (NA, NA, NA) + ("error: kernel died",) * 3
     chatty = "print('x' * 3_000_000)\n\n" + shift
     write(subs, "chatty", CH5, filled(CH5, chatty))
-    expected["chatty"] = ("error: output over 1000000 bytes", "not attempted")
+    expected["chatty"] = ("error: output over 1000000 bytes", NA, NA, NA, NA, NA)
 
     def forge(nb, cell):  # the checker cell replaced by a printed verdict
         (check,) = [c for c in nb.cells if "check_shift_right(" in c.source]
@@ -221,16 +286,16 @@ def test_grade_book_of_synthetic_submissions(tmp_path):
     # a function that prints the verdict line itself before the checker fails it
     says = SHIFT_DEF + "    print('check_shift_right: all checks passed')\n" + WRONG_SHIFT[0][0]
     write(subs, "fakes_checker", CH6, filled(CH6, None))
-    expected["fakes_checker"] = (f"failed: {WRONG_SHIFT[0][1]}", "not attempted")
+    expected["fakes_checker"] = (f"failed: {WRONG_SHIFT[0][1]}", NA, NA, NA, NA, NA)
     write(subs, "prints_verdict", CH5, filled(CH5, says))
-    expected["prints_verdict"] = (f"failed: {WRONG_SHIFT[0][1]}", "not attempted")
+    expected["prints_verdict"] = (f"failed: {WRONG_SHIFT[0][1]}", NA, NA, NA, NA, NA)
     # a renamed download is graded as its chapter, and the feedback says so
     (subs / "renamed").mkdir()
     nbformat.write(filled(CH6, jacobian), subs / "renamed" / f"{CH6} (1).ipynb")
-    expected["renamed"] = ("not attempted", "passed")
+    expected["renamed"] = (NA, NA, NA, "passed", NA, NA)
     write(subs, "edits_checks", CH5, filled(CH5, None, forge))
     write(subs, "edits_checks", CH6, filled(CH6, jacobian, drop_check))
-    expected["edits_checks"] = ("not attempted", "passed")
+    expected["edits_checks"] = (NA, NA, NA, "passed", NA, NA)
     (subs / "edits_checks" / "notes.txt").write_text("not a notebook")
     before = digest(subs)
 
@@ -240,7 +305,7 @@ def test_grade_book_of_synthetic_submissions(tmp_path):
     assert digest(subs) == before
     buf = io.StringIO()
     writer = csv.writer(buf, lineterminator="\n")
-    writer.writerow(["student", SHIFT, JACOBIAN])
+    writer.writerow(["student", *COLUMNS])
     for student in sorted(expected):
         writer.writerow([student, *expected[student]])
     got = (out / "grades.csv").read_text()
@@ -252,6 +317,8 @@ def test_grade_book_of_synthetic_submissions(tmp_path):
     ]
     feedback = (out / "feedback" / "wrong1.md").read_text()
     assert WRONG_SHIFT[0][1] in feedback and WRONG_JACOBIAN[0][1] in feedback
+    assert block_msg in feedback and model_msg in feedback
+    assert gru_msg in (out / "feedback" / "wrong2.md").read_text()
     assert "outside the working copy" in (out / "feedback" / "deletes.md").read_text()
     assert "no notebook submitted" in (out / "feedback" / "syntax.md").read_text()
     assert f"graded as `{CH6}.ipynb`" in (out / "feedback" / "renamed.md").read_text()
