@@ -551,8 +551,11 @@ def check_rotary_attention_module(cls) -> None:
                 if _close(got, expected):
                     continue
                 matched = {m: r[i] for m, r in variants.items() if _close(got, r[i])}
-                if not matched:
-                    gap = _shift_gap(student, B, L, D, H, _gen(41))
+                if not matched:  # no known mistake: is the attention still relative?
+                    try:
+                        gap = _shift_gap(student, B, L, D, H, _gen(41))
+                    except AssertionError:  # the module fails on a cache: say what was wrong here
+                        gap = 0.0
                     if gap > ATOL:
                         raise _not_relative(case, gap, what)
                 raise _diagnose(got, {m: r[i] for m, r in variants.items()}, case, what, expected)
