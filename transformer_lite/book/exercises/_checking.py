@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import torch
-from torch import Tensor
+from torch import Tensor, nn
 
 ATOL = 1e-6
 
@@ -133,3 +133,52 @@ def _compare_input_grads(student, ref, inputs, names, upstream, case, **kwargs) 
                 "although the output is right. Likely mistake: part of forward is cut from the graph "
                 "(.detach(), .data, torch.no_grad()), or a tensor is modified in place after it was used"
             )
+
+
+def _build(cls, args: tuple, kwargs: dict, seed: int) -> nn.Module:
+    """``cls(*args, **kwargs)`` with seeded initial weights, leaving the caller's random state alone."""
+    with torch.random.fork_rng():
+        torch.manual_seed(seed)
+        module = _call(cls, *args, **kwargs)
+    if not isinstance(module, nn.Module):
+        raise AssertionError(
+            f"{getattr(cls, '__name__', cls)}{args}: expected an nn.Module, received {type(module).__name__}"
+        )
+    return module
+
+
+def _fresh(kwargs: dict) -> dict:
+    """A copy of the keyword arguments with every tensor (also inside a tuple) cloned."""
+    copy = {}
+    for key, value in kwargs.items():
+        if isinstance(value, Tensor):
+            value = value.clone()
+        elif isinstance(value, tuple):
+            value = tuple(v.clone() if isinstance(v, Tensor) else v for v in value)
+        copy[key] = value
+    return copy
+
+
+def _grads(module: nn.Module, x: Tensor, upstream: Tensor, **kwargs):
+    """The gradients of ``sum(output * upstream)`` with respect to ``x`` and to each parameter."""
+    module.zero_grad(set_to_none=True)
+    leaf = x.detach().clone().requires_grad_(True)
+    out = _call(module, leaf, **_fresh(kwargs))
+    out = out[0] if isinstance(out, tuple) else out
+    if isinstance(out, Tensor) and out.requires_grad:
+        out.backward(upstream)
+    return leaf.grad, {name: p.grad for name, p in module.named_parameters()}
+
+
+def _looks_inverted(w: Tensor, mask: Tensor) -> bool:
+    """True if, in every row with both allowed and forbidden keys, the allowed keys get (almost) no weight."""
+    mixed = mask.any(-1) & (~mask).any(-1)  # (L,)
+    if not mixed.any():
+        return False
+    rows = w.double()[..., mixed, :]  # (..., n_mixed, S)
+    allowed = mask[mixed].expand_as(rows)
+    return (
+        bool(torch.isfinite(rows).all())
+        and bool((rows[allowed].abs() < 1e-9).all())
+        and bool((rows[~allowed] > 0).any())
+    )

@@ -25,6 +25,7 @@ from ._checking import (
     _diagnose,
     _gen,
     _load_reference,
+    _looks_inverted,
 )
 
 __all__ = [
@@ -49,20 +50,6 @@ def _attention_variant(q, k, v, mask, scale, softmax_dim=-1, mask_mode="normal")
         w = w * mask
     w = torch.nan_to_num(w, nan=0.0)
     return w @ v, w
-
-
-def _looks_inverted(w: Tensor, mask: Tensor) -> bool:
-    """True if, in every row with both allowed and forbidden keys, the allowed keys get (almost) no weight."""
-    mixed = mask.any(-1) & (~mask).any(-1)  # (L,)
-    if not mixed.any():
-        return False
-    rows = w.double()[..., mixed, :]  # (..., n_mixed, S)
-    allowed = mask[mixed].expand_as(rows)
-    return (
-        bool(torch.isfinite(rows).all())
-        and bool((rows[allowed].abs() < 1e-9).all())
-        and bool((rows[~allowed] > 0).any())
-    )
 
 
 def _attention_cases():

@@ -14,9 +14,18 @@ from torch import Tensor
 
 from ...nn.attention import GroupedQueryAttention, scaled_dot_product_attention
 from ...nn.masks import causal_mask
-from ._checking import _call, _check_tensor, _checker, _close, _diagnose, _gen, _load_reference
-from .ch1_attention import _looks_inverted
-from .ch3_positional_encodings import _build, _grads
+from ._checking import (
+    _build,
+    _call,
+    _check_tensor,
+    _checker,
+    _close,
+    _diagnose,
+    _gen,
+    _grads,
+    _load_reference,
+    _looks_inverted,
+)
 
 __all__ = [
     "check_causal_mask",

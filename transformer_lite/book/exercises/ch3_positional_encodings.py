@@ -12,19 +12,22 @@ from collections.abc import Callable
 
 import torch
 import torch.nn.functional as F
-from torch import Tensor, nn
+from torch import Tensor
 
 from ...nn.attention import GroupedQueryAttention, scaled_dot_product_attention
 from ...nn.masks import causal_mask
 from ...nn.positional import RotaryEmbedding, SinusoidalPositionalEncoding, apply_rotary
 from ._checking import (
     ATOL,
+    _build,
     _call,
     _check_tensor,
     _checker,
     _close,
     _diagnose,
+    _fresh,
     _gen,
+    _grads,
     _load_reference,
 )
 
@@ -162,41 +165,6 @@ def check_rotary(fn: Callable) -> None:
 
 
 # --------------------------------------------------------------------------- the module exercises: shared
-
-
-def _build(cls, args: tuple, kwargs: dict, seed: int) -> nn.Module:
-    """``cls(*args, **kwargs)`` with seeded initial weights, leaving the caller's random state alone."""
-    with torch.random.fork_rng():
-        torch.manual_seed(seed)
-        module = _call(cls, *args, **kwargs)
-    if not isinstance(module, nn.Module):
-        raise AssertionError(
-            f"{getattr(cls, '__name__', cls)}{args}: expected an nn.Module, received {type(module).__name__}"
-        )
-    return module
-
-
-def _fresh(kwargs: dict) -> dict:
-    """A copy of the keyword arguments with every tensor (also inside a tuple) cloned."""
-    copy = {}
-    for key, value in kwargs.items():
-        if isinstance(value, Tensor):
-            value = value.clone()
-        elif isinstance(value, tuple):
-            value = tuple(v.clone() if isinstance(v, Tensor) else v for v in value)
-        copy[key] = value
-    return copy
-
-
-def _grads(module: nn.Module, x: Tensor, upstream: Tensor, **kwargs):
-    """The gradients of ``sum(output * upstream)`` with respect to ``x`` and to each parameter."""
-    module.zero_grad(set_to_none=True)
-    leaf = x.detach().clone().requires_grad_(True)
-    out = _call(module, leaf, **_fresh(kwargs))
-    out = out[0] if isinstance(out, tuple) else out
-    if isinstance(out, Tensor) and out.requires_grad:
-        out.backward(upstream)
-    return leaf.grad, {name: p.grad for name, p in module.named_parameters()}
 
 
 def _compare_grads(student, ref, x: Tensor, upstream: Tensor, case: str, **kwargs) -> None:
