@@ -46,6 +46,7 @@ round it): run submissions you do not trust in a container or as an unprivileged
 from __future__ import annotations
 
 import argparse
+import ast
 import csv
 import io
 import json
@@ -92,13 +93,36 @@ def checker_name(cell: nbformat.NotebookNode) -> str | None:
     return names[-1] if names else None
 
 
+def chapter_imports(nb: nbformat.NotebookNode) -> str:
+    """The import statements of the code cells before the exercise section, one per line: what a
+    student's kernel holds when the chapter ran from the top (``tl``, ``math``, ``F``...), which the
+    exercise section alone would not define. IPython magics and unparsable cells are skipped."""
+    lines = []
+    for cell in nb.cells[: exercise_start(nb)]:
+        if cell.cell_type != "code":
+            continue
+        try:
+            tree = ast.parse(cell.source)
+        except SyntaxError:
+            continue
+        for node in tree.body:
+            if isinstance(node, (ast.Import, ast.ImportFrom)):
+                line = ast.unparse(node)
+                if line not in lines:
+                    lines.append(line)
+    return "\n".join(lines)
+
+
 def reference_sections(source: Path, stems) -> dict[str, nbformat.NotebookNode]:
     """The exercise section of each named chapter of the book, by chapter stem. Its checker cells
-    are the student edition's (make_student_edition.py changes only solution cells and markdown)."""
-    return {
-        stem: exercise_section(nbformat.read(source / f"{stem}.ipynb", as_version=4))
-        for stem in stems
-    }
+    are the student edition's (make_student_edition.py changes only solution cells and markdown);
+    its metadata keeps the chapter's imports (``chapter_imports``) for the grader's first cell."""
+    sections = {}
+    for stem in stems:
+        chapter = nbformat.read(source / f"{stem}.ipynb", as_version=4)
+        sections[stem] = exercise_section(chapter)
+        sections[stem].metadata["grader_imports"] = chapter_imports(chapter)
+    return sections
 
 
 def checkers(section: nbformat.NotebookNode) -> dict[str, nbformat.NotebookNode]:
@@ -219,12 +243,14 @@ def _guard(root: str) -> None:
     sys.addaudithook(hook)
 
 
-def preamble(workdir: Path) -> nbformat.NotebookNode:
-    """The grader's first cell: import the package (its libraries load first), then the guard."""
+def preamble(workdir: Path, imports: str = "") -> nbformat.NotebookNode:
+    """The grader's first cell: the chapter's own imports (``chapter_imports``) and the package (its
+    libraries load first), then the guard."""
     import inspect
 
     source = (
-        "import torch\nimport transformer_lite.book.exercises\n\n"
+        (imports + "\n" if imports else "")
+        + "import torch\nimport transformer_lite.book.exercises\n\n"
         + inspect.getsource(_guard)
         + f"\n\n_guard({str(workdir)!r})\ndel _guard\n"
     )
@@ -385,7 +411,7 @@ def grade_notebook(
         workdir = Path(tmp).resolve() / "work"
         workdir.mkdir()
         nbformat.write(nb, workdir / path.name)  # the working copy
-        nb.cells.insert(0, preamble(workdir))
+        nb.cells.insert(0, preamble(workdir, reference.metadata.get("grader_imports", "")))
         try:
             run = run_notebook(nb, workdir, time_limit, output_limit)
         except Exception as exc:  # the kernel would not start, or the client broke

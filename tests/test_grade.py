@@ -336,3 +336,40 @@ def test_renamed_notebooks_are_matched_to_their_chapter():
     paths = [Path(f"{CH5}.ipynb"), Path(f"{CH5} (1).ipynb")]
     got, renamed = chapters(paths, book)
     assert got == {CH5: paths[0], f"{CH5} (1).ipynb": paths[1]} and renamed == {}
+
+
+def test_chapter_imports_are_what_the_exercises_use_above_the_section():
+    """The grader runs the exercise section alone; the chapter's imports above it (``tl``, ``math``)
+    go into its first cell, or a solution that uses ``tl.scaled_dot_product_attention`` fails with
+    a NameError (as every chapter 2 solution did before)."""
+    grade = _grader()
+    chapter = nbformat.read(ROOT / "notebooks" / "02_causal_masks.ipynb", as_version=4)
+    imports = grade["chapter_imports"](chapter).splitlines()
+    assert "import transformer_lite as tl" in imports and "import math" in imports
+    # nothing from the exercise section itself
+    section = grade["exercise_section"](chapter)
+    assert not any("BEGIN SOLUTION" in line for line in imports)
+    assert grade["reference_sections"](ROOT / "notebooks", ["02_causal_masks"])[
+        "02_causal_masks"
+    ].metadata["grader_imports"] == "\n".join(imports)
+    assert len(section.cells) < len(chapter.cells)
+
+
+@pytest.mark.slow  # every chapter's exercise section in its own kernel: about a minute on one core
+def test_the_book_s_own_solutions_pass_every_checker(tmp_path):
+    """Oracle: the book's notebooks, whose solution cells are the reference solutions, submitted as
+    one student: every checker of every chapter says passed."""
+    chapters = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
+    (tmp_path / "subs" / "book").mkdir(parents=True)
+    for path in chapters:
+        (tmp_path / "subs" / "book" / path.name).write_bytes(path.read_bytes())
+    _grader()["main"](
+        [str(tmp_path / "subs"), "--output", str(tmp_path / "out"), "--time-limit", "600"]
+    )
+    rows = list(csv.reader((tmp_path / "out" / "grades.csv").open()))
+    header, (row,) = rows[0], rows[1:]
+    verdicts = dict(zip(header[1:], row[1:]))
+    assert len(verdicts) >= 3 * len(chapters)
+    assert all(v == "passed" for v in verdicts.values()), {
+        k: v for k, v in verdicts.items() if v != "passed"
+    }
