@@ -19,7 +19,9 @@ Writes:
   learning rate other than 1e-2.
 
 ``tests/test_checkpoints.py`` re-measures every shipped checkpoint. Usage (about 2.5 min per run
-on one core of an idle machine; at most 17 runs)::
+on one core of an idle machine, several times that on a busy one; 16 runs to train, whose
+checkpoints and summary replace the shipped ones in ``checkpoints/``: ``--checkpoints DIR`` writes them
+elsewhere)::
 
     python scripts/lr_sweep.py --jobs 2
 """
@@ -82,10 +84,21 @@ def run_all(keys: list[tuple[str, str, int]], runs: Path, jobs: int, desc: str) 
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--runs", type=Path, default=ROOT / "runs" / "ch8_lr_sweep")
+    parser = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument(
+        "--runs", type=Path, default=ROOT / "runs" / "ch8_lr_sweep", help="one folder per run"
+    )
+    parser.add_argument(
+        "--checkpoints",
+        type=Path,
+        default=CHECKPOINTS,
+        help="where the summary and seed-0 files go",
+    )
     parser.add_argument("--jobs", type=int, default=2, help="runs at once (one thread each)")
     args = parser.parse_args(argv)
+    args.checkpoints.mkdir(parents=True, exist_ok=True)
 
     # 1. every rate with seed 0; 2. each model's two best rates of step 1 with seeds 1 and 2
     grid = [(m, lr, 0) for m in MODELS for lr in LRS]
@@ -110,11 +123,11 @@ def main(argv: list[str] | None = None) -> None:
             "seconds": history["seconds"],
         })  # fmt: skip
         if seed == 0 and lr != "1e-2":  # shipped beside the chapter's 1e-2 runs
-            stem = CHECKPOINTS / f"ch8_{model}_lr{lr}"
+            stem = args.checkpoints / f"ch8_{model}_lr{lr}"
             out = history_file.parent
             shutil.copyfile(out / "model.safetensors", stem.with_suffix(".safetensors"))
             shutil.copyfile(history_file, stem.with_name(stem.name + "_history.json"))
-    (CHECKPOINTS / "ch8_lr_sweep.json").write_text(json.dumps(summary, indent=1) + "\n")
+    (args.checkpoints / "ch8_lr_sweep.json").write_text(json.dumps(summary, indent=1) + "\n")
     for row in summary:
         loss = row["val_loss"][-1]
         print(f"{row['model']:12s} lr {row['lr']:.0e} seed {row['seed']}: {loss:.4f}")
