@@ -25,7 +25,12 @@ DRAW_ALL = "() => window.tlPlotly ? tlPlotly.drawAll().then(() => true) : true"
 
 
 def _chapters(site) -> list[str]:
-    return [n for n in site_pages(site) if n.startswith("notebooks/")]
+    """The chapters with an interactive (plotly) figure: all but chapter 9, which has none."""
+    return [
+        n
+        for n in site_pages(site)
+        if n.startswith("notebooks/") and "plotly" in (site / n).read_text(encoding="utf-8")
+    ]
 
 
 def _values(page, div_id: str) -> str:
@@ -53,7 +58,9 @@ def _tab_to(page, selector_js: str) -> None:
 
 def test_one_slider_per_chapter_works_from_the_keyboard(site, server, browser):
     problems = {}
-    for name in _chapters(site):
+    chapters = _chapters(site)
+    assert len(chapters) >= 8, chapters  # chapters 1-8 each have one
+    for name in chapters:
         with Visit.served(server, browser, name) as visit:
             page = visit.page
             page.evaluate(DRAW_ALL)
@@ -142,7 +149,7 @@ def test_the_mouse_on_plotlys_slider_moves_the_keyboard_control(server, browser)
 
 def test_no_chapter_loads_plotly_synchronously_in_its_head(site):
     problems = []
-    for name in _chapters(site):
+    for name in [n for n in site_pages(site) if n.startswith("notebooks/")]:
         html = (site / name).read_text(encoding="utf-8")
         head = html.split("</head>", 1)[0]
         for tag in re.findall(r"<script\b[^>]*>", head):
