@@ -182,3 +182,27 @@ def _looks_inverted(w: Tensor, mask: Tensor) -> bool:
         and bool((rows[allowed].abs() < 1e-9).all())
         and bool((rows[~allowed] > 0).any())
     )
+
+
+def _compare_grads(
+    student, ref, x: Tensor, upstream: Tensor, case: str, ref_kwargs: dict | None = None, **kwargs
+) -> None:
+    """Input and parameter gradients of ``sum(output * upstream)`` must agree (the output already does).
+    ``kwargs`` go to both calls, ``ref_kwargs`` to the reference's call only."""
+    got_x, got_p = _grads(student, x, upstream, **kwargs)
+    expected_x, expected_p = _grads(ref, x, upstream, **kwargs, **(ref_kwargs or {}))
+    pairs = [("input x", got_x, expected_x)]
+    pairs += [(f"parameter {name}", got_p.get(name), g) for name, g in expected_p.items()]
+    for name, got, expected in pairs:
+        if got is None or (not (got.abs() > 0).any() and (expected.abs() > 0).any()):
+            raise AssertionError(
+                f"no gradient reached the {name} for {case}: the output is right, but forward cuts the "
+                "graph; do not use .detach(), .data, torch.no_grad() or numpy inside forward"
+            )
+        if not _close(got, expected):
+            err = (got - expected).abs().max().item()
+            raise AssertionError(
+                f"wrong gradient with respect to the {name} for {case} (largest difference {err:.3g}), "
+                "although the output is right. Likely mistake: part of forward is cut from the graph "
+                "(.detach(), .data, torch.no_grad()), or a tensor is modified in place after it was used"
+            )

@@ -20,9 +20,9 @@ from ._checking import (
     _check_tensor,
     _checker,
     _close,
+    _compare_grads,
     _diagnose,
     _gen,
-    _grads,
     _load_reference,
     _looks_inverted,
 )
@@ -391,7 +391,7 @@ def check_causal_self_attention_module(cls) -> None:
         _check_csa_shapes(result, B, H, L, 0, D, case)
         _compare_csa(result, ref, x, None, case)
         upstream = torch.randn(B, L, D, generator=g, dtype=torch.float64)
-        _compare_csa_grads(student, ref, x, None, upstream, case)
+        _compare_grads(student, ref, x, upstream, case, ref_kwargs={"is_causal": True})
 
     # a prompt, then one token at a time, each step fed the cache the learner's module returned
     B, P, steps, D, H = 2, 4, 3, 12, 3
@@ -429,26 +429,6 @@ def check_causal_self_attention_module(cls) -> None:
         _check_csa_shapes(result, B, H, L, S_past, D, case)
         _compare_csa(result, ref, x, past, case)
         upstream = torch.randn(B, L, D, generator=g, dtype=torch.float64)
-        _compare_csa_grads(student, ref, x, past, upstream, case)
-
-
-def _compare_csa_grads(student, ref, x: Tensor, past_kv, upstream: Tensor, case: str) -> None:
-    """Gradients of ``sum(output * upstream)`` with respect to ``x`` and every weight must agree."""
-    kwargs = {} if past_kv is None else {"past_kv": past_kv}
-    got_x, got_p = _grads(student, x, upstream, **kwargs)
-    expected_x, expected_p = _grads(ref, x, upstream, is_causal=True, **kwargs)
-    pairs = [("input x", got_x, expected_x)]
-    pairs += [(f"parameter {name}", got_p.get(name), g) for name, g in expected_p.items()]
-    for what, got, expected in pairs:
-        if got is None or (not (got.abs() > 0).any() and (expected.abs() > 0).any()):
-            raise AssertionError(
-                f"no gradient reached the {what} for {case}: the output is right, but forward cuts the "
-                "graph; do not use .detach(), .data, torch.no_grad() or numpy inside forward"
-            )
-        if not _close(got, expected):
-            err = (got - expected).abs().max().item()
-            raise AssertionError(
-                f"wrong gradient with respect to the {what} for {case} (largest difference {err:.3g}), "
-                "although the output is right. Likely mistake: part of forward is cut from the graph "
-                "(.detach(), .data, torch.no_grad()), or a tensor is modified in place after it was used"
-            )
+        _compare_grads(
+            student, ref, x, upstream, case, ref_kwargs={"is_causal": True}, past_kv=past
+        )

@@ -24,10 +24,10 @@ from ._checking import (
     _check_tensor,
     _checker,
     _close,
+    _compare_grads,
     _diagnose,
     _fresh,
     _gen,
-    _grads,
     _load_reference,
 )
 
@@ -165,27 +165,6 @@ def check_rotary(fn: Callable) -> None:
 
 
 # --------------------------------------------------------------------------- the module exercises: shared
-
-
-def _compare_grads(student, ref, x: Tensor, upstream: Tensor, case: str, **kwargs) -> None:
-    """Input and parameter gradients of ``sum(output * upstream)`` must agree (the output already does)."""
-    got_x, got_p = _grads(student, x, upstream, **kwargs)
-    expected_x, expected_p = _grads(ref, x, upstream, **kwargs)
-    pairs = [("input x", got_x, expected_x)]
-    pairs += [(f"parameter {name}", got_p.get(name), g) for name, g in expected_p.items()]
-    for name, got, expected in pairs:
-        if got is None or (not (got.abs() > 0).any() and (expected.abs() > 0).any()):
-            raise AssertionError(
-                f"no gradient reached the {name} for {case}: the output is right, but forward cuts the "
-                "graph; do not use .detach(), .data, torch.no_grad() or numpy inside forward"
-            )
-        if not _close(got, expected):
-            err = (got - expected).abs().max().item()
-            raise AssertionError(
-                f"wrong gradient with respect to the {name} for {case} (largest difference {err:.3g}), "
-                "although the output is right. Likely mistake: part of forward is cut from the graph "
-                "(.detach(), .data, torch.no_grad()), or a tensor is modified in place after it was used"
-            )
 
 
 # --------------------------------------------------------------------------- a positional-encoding module
