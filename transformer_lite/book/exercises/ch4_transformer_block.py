@@ -11,12 +11,12 @@ from collections.abc import Callable
 
 import torch
 import torch.nn.functional as F
-from torch import nn
 
 from ...nn.blocks import PositionwiseFeedForward, TransformerBlock
 from ...nn.masks import causal_mask
 from ...nn.normalization import LayerNorm
 from ._checking import (
+    _build,
     _call,
     _check_tensor,
     _checker,
@@ -182,18 +182,6 @@ def _random_layer_norm(D: int, eps: float, g: torch.Generator) -> LayerNorm:
         norm.weight.copy_(torch.rand(D, generator=g, dtype=torch.float64) + 0.5)
         norm.bias.copy_(torch.randn(D, generator=g, dtype=torch.float64) * 0.5)
     return norm
-
-
-def _build(cls, args: tuple, kwargs: dict, seed: int) -> nn.Module:
-    """``cls(*args, **kwargs)`` with seeded initial weights, leaving the caller's random state alone."""
-    with torch.random.fork_rng():
-        torch.manual_seed(seed)
-        module = _call(cls, *args, **kwargs)
-    if not isinstance(module, nn.Module):
-        raise AssertionError(
-            f"{getattr(cls, '__name__', cls)}{args}: expected an nn.Module, received {type(module).__name__}"
-        )
-    return module
 
 
 def _compare_input_grad(student, ref, x, g, case, **kwargs) -> None:

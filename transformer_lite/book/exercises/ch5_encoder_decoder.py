@@ -17,6 +17,7 @@ from ...nn.blocks import DecoderBlock
 from ...nn.masks import causal_mask, padding_mask
 from ...nn.normalization import LayerNorm
 from ._checking import (
+    _build,
     _call,
     _check_tensor,
     _checker,
@@ -103,18 +104,6 @@ def _random_norms(module: nn.Module, g: torch.Generator) -> None:
                 D = norm.weight.shape[0]
                 norm.weight.copy_(torch.rand(D, generator=g, dtype=torch.float64) + 0.5)
                 norm.bias.copy_(torch.randn(D, generator=g, dtype=torch.float64) * 0.5)
-
-
-def _build(cls, args: tuple, kwargs: dict, seed: int) -> nn.Module:
-    """``cls(*args, **kwargs)`` with seeded initial weights, leaving the caller's random state alone."""
-    with torch.random.fork_rng():
-        torch.manual_seed(seed)
-        module = _call(cls, *args, **kwargs)
-    if not isinstance(module, nn.Module):
-        raise AssertionError(
-            f"{getattr(cls, '__name__', cls)}: expected an nn.Module, received {type(module).__name__}"
-        )
-    return module
 
 
 def _first(out):

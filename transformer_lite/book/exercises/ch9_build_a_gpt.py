@@ -27,7 +27,16 @@ from ...nn.attention import scaled_dot_product_attention
 from ...nn.masks import causal_mask
 from ...training.data import load_shakespeare, random_batch
 from ...training.train import TrainConfig, learning_rate, lm_loss, train
-from ._checking import _call, _check_tensor, _checker, _close, _diagnose, _gen, _NotImplementedYet
+from ._checking import (
+    _build,
+    _call,
+    _check_tensor,
+    _checker,
+    _close,
+    _diagnose,
+    _gen,
+    _NotImplementedYet,
+)
 
 __all__ = [
     "check_gpt_module",
@@ -90,17 +99,6 @@ def _reference_gpt(
             else:  # a linear layer's (out, in) matrix
                 p.copy_(torch.randn(p.shape, generator=g, dtype=p.dtype) / math.sqrt(p.shape[1]))
     return ref.eval()
-
-
-def _build(cls, args: tuple, kwargs: dict, seed: int) -> nn.Module:
-    with torch.random.fork_rng():
-        torch.manual_seed(seed)
-        module = _call(cls, *args, **kwargs)
-    if not isinstance(module, nn.Module):
-        raise AssertionError(
-            f"{getattr(cls, '__name__', cls)}{args}: expected an nn.Module, received {type(module).__name__}"
-        )
-    return module
 
 
 def _check_tied(student: nn.Module, case: str) -> None:
