@@ -44,7 +44,7 @@ def _checker(name: str):
             try:
                 check(*fns)
             except _NotImplementedYet:
-                print(f"{name}: not implemented yet (your function raises NotImplementedError)")
+                print(f"{name}: not implemented yet (your code raises NotImplementedError)")
                 return None
             print(f"{name}: all checks passed")
             return None
