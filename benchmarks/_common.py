@@ -91,7 +91,24 @@ def machine() -> dict:
         "torch": torch.__version__,
         "python": platform.python_version(),
         "os": platform.platform(),
-        "aten_cpu_capability": os.environ.get("ATEN_CPU_CAPABILITY", "default"),
+        **aten_capability(),
+    }
+
+
+def aten_capability() -> dict:
+    """The vector kernels PyTorch's CPU operators ran with, and the variable that may have chosen them.
+
+    ``aten_cpu_capability`` is what ATen actually used (``torch.backends.cpu.get_cpu_capability()``:
+    ``AVX512``, ``AVX2``, ``DEFAULT`` for the scalar kernels, ...); ``aten_cpu_capability_env`` is
+    ``ATEN_CPU_CAPABILITY`` as set, or ``None`` when unset (ATen then picks the best the CPU has).
+    The two are kept apart because ``default`` is both what an unset variable used to be recorded
+    as and the name of the scalar level that the second test run asks for.
+    """
+    import torch
+
+    return {
+        "aten_cpu_capability": torch.backends.cpu.get_cpu_capability(),
+        "aten_cpu_capability_env": os.environ.get("ATEN_CPU_CAPABILITY"),
     }
 
 

@@ -425,7 +425,8 @@ def write_report(results: dict, info: dict, out: Path, before: dict | None = Non
         f"- CPU: {info['cpu']}, {info['logical_cpus']} logical CPUs, torch using {info['threads']} thread(s); "
         f"torch {info['versions']['torch']}, transformers {info['versions'].get('transformers', 'not installed')}, "
         f"gguf {info['versions'].get('gguf', '?')}, Python {platform.python_version()}; "
-        f"ATEN_CPU_CAPABILITY {info['aten_cpu_capability']}.",
+        f"ATen kernels {info['aten_cpu_capability']} "
+        f"(ATEN_CPU_CAPABILITY {info.get('aten_cpu_capability_env') or 'unset'}).",
         f"- Load average (1 min) before / after: {info['load'][0]:.2f} / {info['load'][1]:.2f} (the machine was "
         "shared with other jobs: compare ratios, which come from interleaved calls, rather than absolute times).",
         *before_line(before),
@@ -739,7 +740,9 @@ def main(argv=None) -> None:
         "rounds": args.rounds,
         "min_time": args.min_time,
         "long_s": args.long,
-        "aten_cpu_capability": os.environ.get("ATEN_CPU_CAPABILITY", "default"),
+        # what ATen used, and the variable that may have chosen it (None: unset, native kernels)
+        "aten_cpu_capability": torch.backends.cpu.get_cpu_capability(),
+        "aten_cpu_capability_env": os.environ.get("ATEN_CPU_CAPABILITY"),
     }
     args.out.with_suffix(".json").write_text(
         json.dumps({"info": info, "results": results}, indent=1)
