@@ -16,9 +16,12 @@ The interactive figures of the chapters are stored in the notebooks as HTML frag
   installed by ``npm ci`` from ``package-lock.json``; without node_modules the build warns and serves
   the full bundle from the plotly Python package.
 * After plotly, in this order (each wraps ``Plotly.newPlot``): ``plotly_touch.js`` (on a touch screen
-  figures are drawn with ``dragmode`` off, so a swipe scrolls the page), ``plotly_theme.js`` (figures
-  follow the light / dark mode) and ``plotly_keys.js`` (native, focusable controls for every slider and
-  menu). All beside this file.
+  figures are drawn with ``dragmode`` off, so a swipe scrolls the page), ``plotly_phone.js`` (in a
+  box narrower than 560 px the title is written above the figure as text and annotations are fitted
+  to their panels), ``plotly_theme.js`` (figures follow the light / dark mode) and ``plotly_keys.js``
+  (native, focusable controls for every slider and menu). All beside this file.
+* Under each figure with a slider or a menu, its every state in words, in a closed ``<details>``
+  written at build time from the figure's own JSON (``figure_states.py``).
 """
 
 from __future__ import annotations
@@ -31,6 +34,11 @@ from pathlib import Path
 
 from sphinx.util import logging
 
+try:  # imported as a local extension's neighbour (book/_ext is on sys.path)
+    from figure_states import states_html
+except ImportError:  # imported as a module of the book/_ext folder (tests)
+    from .figure_states import states_html
+
 LOG = logging.getLogger(__name__)
 ROOT = Path(__file__).resolve().parents[2]
 HERE = Path(__file__).resolve().parent
@@ -38,7 +46,7 @@ PARTIAL = ROOT / "node_modules" / "plotly.js-cartesian-dist-min" / "plotly-carte
 PLOTLY_JS = "plotly-cartesian.min.js"
 FULL_JS = "plotly.min.js"
 LOADER_JS = "plotly_lazy.js"
-WRAPPERS = ("plotly_touch.js", "plotly_theme.js", "plotly_keys.js")  # loaded after plotly, in order
+WRAPPERS = ("plotly_touch.js", "plotly_phone.js", "plotly_theme.js", "plotly_keys.js")  # in order
 FIGURES = "figures"  # under _static
 MARKERS = ("plotly-graph-div", 'class="tl-live"')  # pages that need the loader
 TRACE_TYPES = {"heatmap", "scatter", "bar"}  # what the cartesian bundle must draw (it has more)
@@ -111,9 +119,20 @@ def _move_figures(outdir: Path) -> None:
                 json.dumps(a, separators=(",", ":")) for a in (fig_id, data, layout, config)
             )
             (figures / name).write_text(f"tlPlotly.define({call});\n", encoding="utf-8")
+            states[name] = states_html(data, layout)
             return f"<!-- figure drawn by plotly_lazy.js from {FIGURES}/{name} -->"
 
+        states: dict[str, str] = {}
         new, count = FIGURE_SCRIPT.subn(move, html)
+        # each state of a figure with a slider or menu, in words, under the figure (figure_states.py)
+        for name, text in states.items():
+            if text:
+                new = re.sub(
+                    rf"(<!-- figure drawn by plotly_lazy\.js from {FIGURES}/{re.escape(name)} -->\s*</div>)",
+                    lambda m, text=text: m.group(1) + text,
+                    new,
+                    count=1,
+                )
         for fig_id in re.findall(r'id="([^"]+)" class="plotly-graph-div"', new):
             name = f"{stem}--{fig_id}.js"
             if not (figures / name).is_file():
