@@ -43,9 +43,10 @@ VENDOR = {  # served name -> installed file
     / "onnxruntime-web"
     / "dist"
     / "ort-wasm-simd-threaded.wasm",
-    "README-onnxruntime-web.md": NODE
-    / "onnxruntime-web"
-    / "README.md",  # the package ships no LICENSE file (MIT)
+    "README-onnxruntime-web.md": NODE / "onnxruntime-web" / "README.md",
+    # the npm package ships no LICENSE file: its MIT text (the onnxruntime repository's LICENSE),
+    # with Microsoft's copyright line, is kept beside this extension
+    "LICENSE-onnxruntime-web.txt": HERE / "LICENSE-onnxruntime-web.txt",
     "tokenizers.min.mjs": NODE / "@huggingface" / "tokenizers" / "dist" / "tokenizers.min.mjs",
     "LICENSE-huggingface-tokenizers.txt": NODE / "@huggingface" / "tokenizers" / "LICENSE",
 }
