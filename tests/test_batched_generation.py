@@ -205,7 +205,9 @@ def test_forward_refuses_bad_masks_and_positions():
         ValueError, match=r"position_ids of shape \(B, L\) = \(2, 4\), received \(4,\)"
     ):
         m(ids, position_ids=torch.arange(4))
-    with pytest.raises(ValueError, match=r"in \[0, max_len\) = \[0, 40\), received values 0..40"):
+    with pytest.raises(
+        ValueError, match=r"positions must lie in \[0, 40\), received min 0, max 40 in position_ids"
+    ):
         m(ids, position_ids=torch.tensor([[0, 1, 2, 3], [0, 1, 2, 40]]))
     with pytest.raises(ValueError, match="rotary"):
         model("rotary")(ids, position_ids=torch.arange(4).expand(2, 4))

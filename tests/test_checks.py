@@ -1,6 +1,7 @@
 """The shared checks (transformer_lite.checks) and the finder of installed files.
 
-Oracles: the messages the docstrings promise; a module's mode before and after; importlib.metadata.
+Oracles: the messages the docstrings promise; a module's mode before and after; importlib.metadata;
+``torch.export``, which refuses a forward that reads a tensor's values (a check there would).
 (The blocks' post-norm and pre-norm formulas are checked against torch's layers in test_block.py
 and test_decoder.py.)
 """
@@ -11,6 +12,7 @@ import pytest
 import torch
 from torch import nn
 
+import transformer_lite as tl
 from transformer_lite.checks import (
     check_heads,
     check_last_dim,
@@ -20,6 +22,7 @@ from transformer_lite.checks import (
     check_positive_sizes,
     check_sequences,
     check_token_ids,
+    embed,
     eval_mode,
 )
 from transformer_lite.pretrained.files import installed_files
@@ -127,3 +130,71 @@ def test_installed_files_finds_a_distribution_and_nothing_for_a_missing_one():
     files = installed_files("torch")
     assert files and {str(f) for f in files} == {str(f) for f in importlib.metadata.files("torch")}
     assert installed_files("no-such-distribution-for-tests") == []
+
+
+def test_embed_refuses_ids_outside_the_table_without_reading_them_first():
+    table = nn.Embedding(5, 3)
+    ids = torch.tensor([[0, 4]])
+    assert torch.equal(embed("M", "ids", table, ids), table(ids))
+    assert torch.equal(embed("M", "ids", table.weight, ids), table.weight[ids])
+    for bad, shown in (([[0, 5]], "min 0, max 5"), ([[-1, 2]], "min -1, max 2")):
+        for t in (table, table.weight):  # a tensor table: a negative id must not wrap around
+            with pytest.raises(
+                ValueError, match=rf"M: token ids must lie in \[0, 5\), received {shown} in ids"
+            ):
+                embed("M", "ids", t, torch.tensor(bad))
+    with pytest.raises(ValueError, match=r"positions must lie in \[0, 5\), .* in position_ids"):
+        embed("M", "position_ids", table.weight, torch.tensor([[7]]))
+    with pytest.raises(ValueError, match=r"M: expected integer ids of shape \(B, L\)"):
+        embed("M", "ids", table, torch.zeros(1, 2))
+
+
+def _models():
+    torch.manual_seed(0)
+    gpt = dict(vocab_size=11, max_len=8, d_model=8, n_heads=2, n_layers=1, d_ff=16)
+    ids = torch.tensor([[1, 2, 3, 4]])
+    mask = torch.tensor([[False, True, True, True]])
+    src = (torch.tensor([[1, 2, 3]]), torch.tensor([[0, 4]]))
+    small = dict(d_model=8, n_heads=2, n_encoder_layers=1, n_decoder_layers=1, d_ff=16)
+    x = torch.randn(2, 3, 8)
+    float_mask = torch.zeros(2, 1, 3, 3).masked_fill(torch.rand(2, 1, 3, 3) < 0.3, float("-inf"))
+    return {
+        "gpt": (tl.DecoderOnlyTransformer(tl.DecoderOnlyConfig(**gpt)), (ids,), {}),
+        "gpt-padded": (
+            tl.DecoderOnlyTransformer(tl.DecoderOnlyConfig(**gpt)),
+            (ids,),
+            {"attention_mask": mask},
+        ),
+        "gpt-rotary-gqa": (
+            tl.DecoderOnlyTransformer(
+                tl.DecoderOnlyConfig(**gpt, positional="rotary", n_kv_heads=1)
+            ),
+            (ids,),
+            {},
+        ),
+        "bert": (
+            tl.BertEncoder(
+                tl.BertConfig(vocab_size=11, max_len=8, d_model=8, n_heads=2, n_layers=1, d_ff=16)
+            ),
+            (ids,),
+            {"attention_mask": mask.long()},
+        ),
+        "encoder-decoder": (
+            tl.EncoderDecoderTransformer(tl.EncoderDecoderConfig(12, 10, **small)),
+            src,
+            {"src_padding": torch.tensor([[1, 1, 0]])},
+        ),
+        "mha-float-mask": (tl.MultiHeadAttention(8, 2), (x, x, x), {"attn_mask": float_mask}),
+    }
+
+
+@pytest.mark.parametrize("name", list(_models()))
+def test_forward_reads_no_tensor_values(name):
+    """No check inside a forward reads a tensor's values (a host sync): torch.export (non-strict,
+    on fake tensors) refuses a forward whose Python branches on data; these follow every check."""
+    model, args, kwargs = _models()[name]
+    program = torch.export.export(model.eval(), args, kwargs, strict=False)
+    got = program.module()(*args, **kwargs)
+    want = model(*args, **kwargs)
+    for g, w in zip(torch.utils._pytree.tree_leaves(got), torch.utils._pytree.tree_leaves(want)):
+        torch.testing.assert_close(g, w)

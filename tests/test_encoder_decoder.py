@@ -395,7 +395,7 @@ def test_config_errors():
         EncoderDecoderConfig(5, 5, dropout=1.5)
     with pytest.raises(ValueError, match="activation 'relu' or 'gelu', received 'swish'"):
         EncoderDecoderConfig(5, 5, activation="swish")
-    with pytest.raises(ValueError, match="expected an EncoderDecoderConfig, received dict"):
+    with pytest.raises(ValueError, match="expected EncoderDecoderConfig, received dict"):
         EncoderDecoderTransformer({"src_vocab_size": 5})
     with pytest.raises(ValueError, match="n_layers to be a positive int, received 0"):
         TransformerEncoder(0, D, H, D_FF)
@@ -463,7 +463,7 @@ def test_from_torch_errors():
 def test_greedy_decode_errors():
     model = small_model()
     src = torch.tensor([[1, 2, 3]])
-    with pytest.raises(ValueError, match="expected an EncoderDecoderTransformer, received Linear"):
+    with pytest.raises(ValueError, match="expected EncoderDecoderTransformer, received Linear"):
         greedy_decode(nn.Linear(2, 2), src, 3, 0, 1)
     with pytest.raises(ValueError, match="max_len to be a positive int, received 0"):
         greedy_decode(model, src, 0, 0, 1)

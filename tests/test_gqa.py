@@ -211,7 +211,7 @@ def test_errors():
         m(torch.randn(2, 3, 8), past_kv=(k, torch.randn(2, 2, 4, 2)))
     with pytest.raises(ValueError, match="cached key"):
         m(torch.randn(2, 3, 8), past_kv=(torch.randn(2, 5, 2), k))
-    with pytest.raises(ValueError, match="cache of dtype torch.float32"):
+    with pytest.raises(ValueError, match="cached key of dtype torch.float32"):
         m(torch.randn(2, 3, 8), past_kv=(k.double(), k.double()))
     with pytest.raises(ValueError, match=r"attn_mask of shape .* received \(2, 3, 3, 3\)"):
         m(torch.randn(2, 3, 8), attn_mask=torch.ones(2, 3, 3, 3, dtype=torch.bool))

@@ -98,7 +98,9 @@ def test_block_errors():
         mha(x, use_cache=True)
     with pytest.raises(ValueError, match="rotary embedding needs grouped-query attention"):
         TransformerBlock(8, 2, 16, rotary=RotaryEmbedding(4))
-    with pytest.raises(ValueError, match="expected 'layernorm' or 'rmsnorm', received 'batchnorm'"):
+    with pytest.raises(
+        ValueError, match="expected norm 'layernorm' or 'rmsnorm', received 'batchnorm'"
+    ):
         TransformerBlock(8, 2, 16, norm="batchnorm")
 
 

@@ -240,8 +240,8 @@ def test_positional_embedding_rejects_positions_past_max_len():
 @pytest.mark.parametrize(
     "shape,offset,pattern",
     [
-        ((2, 0, 4), 0, r"expected x of shape \(B, L >= 1, 4\), received \(2, 0, 4\)"),
-        ((2, 3, 5), 0, r"expected x of shape \(B, L >= 1, 4\), received \(2, 3, 5\)"),
+        ((2, 0, 4), 0, r"expected x with at least 1 position\(s\), received \(2, 0, 4\)"),
+        ((2, 3, 5), 0, r"expected x of shape \(B, len, 4\), received \(2, 3, 5\)"),
         ((3, 4), 0, r"received \(3, 4\)"),
         ((1, 2, 4), -1, r"expected an int offset >= 0, received -1"),
     ],

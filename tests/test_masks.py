@@ -86,7 +86,8 @@ def test_padding_mask_broadcasts_per_example_over_heads_and_queries():
 
 def test_padding_mask_rejects_3d_input():
     with pytest.raises(
-        ValueError, match=r"expected valid of shape \(B, S\), received shape \(2, 3, 4\)"
+        ValueError,
+        match=r"expected valid of shape \(B, S\), a bool tensor or integers 0/1, received shape \(2, 3, 4\)",
     ):
         padding_mask(torch.ones(2, 3, 4, dtype=torch.bool))
 
@@ -102,7 +103,8 @@ def test_padding_mask_rejects_1d_input():
 )
 def test_padding_mask_rejects_non_0_1_values(valid, dtype_name):
     with pytest.raises(
-        ValueError, match=rf"expected a bool tensor or integers 0/1, received dtype {dtype_name}"
+        ValueError,
+        match=rf"a bool tensor or integers 0/1, received shape \(1, 2\) dtype {dtype_name}",
     ):
         padding_mask(valid)
 
@@ -116,10 +118,16 @@ def test_bool_to_additive_mask_literal():
 
 
 def test_bool_to_additive_mask_rejects_float_mask():
-    with pytest.raises(ValueError, match=r"expected a bool mask, received dtype torch.float32"):
+    with pytest.raises(
+        ValueError,
+        match=r"expected a bool mask and a floating dtype, received a mask of dtype torch.float32",
+    ):
         bool_to_additive_mask(torch.zeros(2, 2))
 
 
 def test_bool_to_additive_mask_rejects_integer_dtype():
-    with pytest.raises(ValueError, match=r"expected a floating dtype, received torch.int64"):
+    with pytest.raises(
+        ValueError,
+        match=r"expected a bool mask and a floating dtype, received a mask of dtype torch.bool and dtype torch.int64",
+    ):
         bool_to_additive_mask(torch.ones(2, 2, dtype=torch.bool), dtype=torch.int64)

@@ -259,9 +259,11 @@ def test_constructor_errors(cls, args, kwargs, message):
 @pytest.mark.parametrize("cls", [RNN, GRU])
 def test_forward_errors_name_expected_and_received_shapes(cls):
     model = cls(3, 4)
-    with pytest.raises(ValueError, match=r"expected x of shape \(B, L, 3\), received \(5, 3\)"):
+    with pytest.raises(ValueError, match=r"expected x of shape \(B, len, 3\), received \(5, 3\)"):
         model(torch.zeros(5, 3))
-    with pytest.raises(ValueError, match=r"expected x of shape \(B, L, 3\), received \(2, 5, 2\)"):
+    with pytest.raises(
+        ValueError, match=r"expected x of shape \(B, len, 3\), received \(2, 5, 2\)"
+    ):
         model(torch.zeros(2, 5, 2))
     with pytest.raises(ValueError, match="expected x of shape.*received list"):
         model([[1.0]])

@@ -94,11 +94,13 @@ def test_gradcheck():
 def test_errors():
     with pytest.raises(ValueError, match="even"):
         apply_rotary(torch.randn(3, 5), torch.arange(3))
-    with pytest.raises(ValueError, match=r"positions of shape \(3,\)"):
+    with pytest.raises(
+        ValueError, match=r"positions of shape \(L,\), received \(3, 4\) and \(4,\)"
+    ):
         apply_rotary(torch.randn(3, 4), torch.arange(4))
     with pytest.raises(ValueError, match="positive even d_head"):
         RotaryEmbedding(7)
-    with pytest.raises(ValueError, match=r"\(\.\.\., L, 8\)"):
+    with pytest.raises(ValueError, match=r"\(\.\.\., 8\), received \(2, 6\)"):
         RotaryEmbedding(8)(torch.randn(2, 6))
 
 

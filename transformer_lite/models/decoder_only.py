@@ -28,7 +28,9 @@ from ..checks import (
     check_positions,
     check_positive_int,
     check_token_ids,
+    embed,
     eval_mode,
+    owner_name,
 )
 from ..nn.attention import KVPair
 from ..nn.blocks import NORM_CLASSES, TransformerBlock, make_norm
@@ -79,13 +81,12 @@ class DecoderOnlyConfig:
     tie_embeddings: bool = True  # the output layer reuses the token-embedding matrix
 
     def __post_init__(self) -> None:
-        owner = "DecoderOnlyConfig"
         for name in ("vocab_size", "max_len", "d_model", "n_heads", "n_layers", "d_ff"):
-            check_positive_int(owner, name, getattr(self, name))
+            check_positive_int(self, name, getattr(self, name))
         if self.n_kv_heads is not None:
-            check_positive_int(owner, "n_kv_heads", self.n_kv_heads)
-        check_heads(owner, self.d_model, self.n_heads, self.n_kv_heads)
-        check_dropout("DecoderOnlyConfig", self.dropout)
+            check_positive_int(self, "n_kv_heads", self.n_kv_heads)
+        check_heads(self, self.d_model, self.n_heads, self.n_kv_heads)
+        check_dropout(self, self.dropout)
         for name, allowed in (
             ("positional", _POSITIONAL),
             ("norm", tuple(NORM_CLASSES)),
@@ -93,11 +94,11 @@ class DecoderOnlyConfig:
         ):
             if getattr(self, name) not in allowed:
                 raise ValueError(
-                    f"DecoderOnlyConfig: expected {name} in {allowed}, received {getattr(self, name)!r}"
+                    f"{owner_name(self)}: expected {name} in {allowed}, received {getattr(self, name)!r}"
                 )
         if self.positional == "rotary" and (self.d_model // self.n_heads) % 2 != 0:
             raise ValueError(
-                f"DecoderOnlyConfig: rotary positions need an even d_head, received "
+                f"{owner_name(self)}: rotary positions need an even d_head, received "
                 f"d_head={self.d_model // self.n_heads}"
             )
 
@@ -195,25 +196,28 @@ class DecoderOnlyTransformer(nn.Module):
 
     def _embed(self, input_ids: Tensor, offset: int, position_ids: Tensor | None = None) -> Tensor:
         c = self.config
-        x = self.token_embedding(input_ids)  # (B, L, D)
+        # (B, L, D); the lookup refuses ids outside [0, vocab_size)
+        x = embed(self, "input_ids", self.token_embedding, input_ids, min_len=1)
         if position_ids is None:
-            check_positions("DecoderOnlyTransformer", offset, input_ids.shape[1], c.max_len)
+            check_positions(self, offset, input_ids.shape[1], c.max_len)
         if self.position_embedding is None:  # rotary: positions enter in every attention layer
             pass
         elif position_ids is None:
             # + the rows of positions offset .. offset + L - 1, the same for every row of the batch
             x = self.position_embedding(x, offset)
-        elif isinstance(self.position_embedding, LearnedPositionalEmbedding):
-            x = x + self.position_embedding.weight[position_ids]  # + (B, L, D): one row per token
-        else:  # sinusoidal: the rows of the fixed table at each token's own position
-            table = sinusoidal_positional_encoding(
-                c.max_len,
-                c.d_model,
-                base=self.position_embedding.base,
-                dtype=x.dtype,
-                device=x.device,
+        else:  # + (B, L, D): the row of each token's own position (the lookup refuses >= max_len)
+            table = (
+                self.position_embedding.weight
+                if isinstance(self.position_embedding, LearnedPositionalEmbedding)
+                else sinusoidal_positional_encoding(
+                    c.max_len,
+                    c.d_model,
+                    base=self.position_embedding.base,
+                    dtype=x.dtype,
+                    device=x.device,
+                )
             )  # (max_len, D)
-            x = x + table[position_ids]  # (B, L, D)
+            x = x + embed(self, "position_ids", table, position_ids)
         return self.embedding_dropout(x)
 
     def _check_padding(
@@ -223,9 +227,10 @@ class DecoderOnlyTransformer(nn.Module):
         attention_mask: Tensor | None,
         position_ids: Tensor | None,
     ) -> Tensor | None:
-        """Check ``attention_mask`` and ``position_ids``; return the per-row positions to embed, or None."""
-        owner = "DecoderOnlyTransformer"
-        check_token_ids(owner, "input_ids", input_ids, self.config.vocab_size, min_len=1)
+        """Check the shapes and dtypes of ``attention_mask`` and ``position_ids`` (their values: the
+        embedding lookup); return the per-row positions to embed, or None."""
+        owner = owner_name(self)
+        check_token_ids(self, "input_ids", input_ids, min_len=1)
         B, L = input_ids.shape
         if attention_mask is not None:
             expected = (B, offset + L)
@@ -246,26 +251,10 @@ class DecoderOnlyTransformer(nn.Module):
                     f"{owner}: expected integer position_ids of shape (B, L) = {(B, L)}, received "
                     f"{tuple(position_ids.shape)} {position_ids.dtype}"
                 )
-            if (
-                position_ids.numel()
-                and not 0
-                <= int(position_ids.min())
-                <= int(position_ids.max())
-                < self.config.max_len
-            ):
-                raise ValueError(
-                    f"{owner}: expected position_ids in [0, max_len) = [0, {self.config.max_len}), "
-                    f"received values {int(position_ids.min())}..{int(position_ids.max())}"
-                )
         elif attention_mask is not None and self.position_embedding is not None:
             # each token's position counts the real tokens before it in its own row (padding
             # tokens get position 0; nothing attends to them)
             position_ids = (attention_mask.long().cumsum(dim=1) - 1).clamp(min=0)[:, -L:]  # (B, L)
-            if int(position_ids.max()) >= self.config.max_len:
-                raise ValueError(
-                    f"{owner}: positions up to {int(position_ids.max())} requested, but "
-                    f"max_len={self.config.max_len} allows positions 0..{self.config.max_len - 1} only"
-                )
         return position_ids
 
     def forward(
@@ -305,11 +294,7 @@ class DecoderOnlyTransformer(nn.Module):
             ``n_layers`` tensors ``(B, H, L, len(cache) + L)``.
 
         Raises:
-            ValueError: if ``input_ids`` is not a 2-D integer tensor with ids in
-                ``[0, vocab_size)``, the positions would exceed ``max_len``, ``attention_mask``
-                is not bool ``(B, len(cache) + L)``, or ``position_ids`` is not integer ``(B, L)``
-                in ``[0, max_len)`` (or is given to a rotary model); the messages name the
-                expected and the received shapes.
+            ValueError: for ids, positions or masks other than the above.
         """
         offset = len(cache) if cache is not None else 0
         position_ids = self._check_padding(input_ids, offset, attention_mask, position_ids)
@@ -377,24 +362,21 @@ class DecoderOnlyTransformer(nn.Module):
             ``(B, max_new_tokens, vocab_size)`` logits (before temperature).
 
         Raises:
-            ValueError: for a negative ``max_new_tokens``, as :func:`sample_next_token`, or,
-                with ``use_cache``, if ``L + max_new_tokens - 1 > max_len`` (every token fed
-                needs a position; the last new token is never fed); for an ``attention_mask``
-                that is not bool of the shape of ``input_ids``, has a row without a real
-                token, or pads a row on the right.
+            ValueError: for arguments other than the above; with ``use_cache``, also for a prompt
+                and ``max_new_tokens`` past ``max_len`` (the last new token is never fed).
         """
-        check_nonnegative_int("generate", "max_new_tokens", max_new_tokens)
+        check_nonnegative_int(self.generate, "max_new_tokens", max_new_tokens)
         if (
             use_cache
             and input_ids.dim() == 2
             and input_ids.shape[1] + max_new_tokens - 1 > self.config.max_len
         ):
             raise ValueError(
-                f"generate: a prompt of {input_ids.shape[1]} tokens plus {max_new_tokens} new ones needs "
+                f"{owner_name(self.generate)}: a prompt of {input_ids.shape[1]} tokens plus {max_new_tokens} new ones needs "
                 f"{input_ids.shape[1] + max_new_tokens - 1} positions, but max_len={self.config.max_len}"
             )
         if attention_mask is not None:
-            _check_left_padding(input_ids, attention_mask)
+            _check_left_padding(self.generate, input_ids, attention_mask)
         with eval_mode(self):
             tokens, step_logits, mask = input_ids, [], attention_mask
             cache = KVCache() if use_cache else None
@@ -418,7 +400,7 @@ class DecoderOnlyTransformer(nn.Module):
         return tokens, (torch.stack(step_logits, dim=1) if step_logits else empty)
 
 
-def _check_left_padding(input_ids: Tensor, attention_mask: Tensor) -> None:
+def _check_left_padding(owner, input_ids: Tensor, attention_mask: Tensor) -> None:
     """Raise ``ValueError`` unless ``attention_mask`` is a bool ``(B, L)`` left-padding mask of ``input_ids``."""
     expected = tuple(input_ids.shape) if isinstance(input_ids, Tensor) else "(B, L)"
     if (
@@ -432,19 +414,19 @@ def _check_left_padding(input_ids: Tensor, attention_mask: Tensor) -> None:
             else type(attention_mask).__name__
         )
         raise ValueError(
-            f"generate: expected a bool attention_mask of the shape of input_ids, (B, L) = "
+            f"{owner_name(owner)}: expected a bool attention_mask of the shape of input_ids, (B, L) = "
             f"{expected}, received {received}"
         )
     if not attention_mask.any(dim=1).all():
         rows = (~attention_mask.any(dim=1)).nonzero().flatten().tolist()
         raise ValueError(
-            f"generate: expected a real token in every row, rows {rows} are all padding"
+            f"{owner_name(owner)}: expected a real token in every row, rows {rows} are all padding"
         )
     # left padding: once a row's tokens are real they stay real (False ... False True ... True)
     right = (attention_mask[:, :-1] & ~attention_mask[:, 1:]).any(dim=1)
     if right.any():
         raise ValueError(
-            "generate: expected left padding (False ... False True ... True in each row; new "
+            f"{owner_name(owner)}: expected left padding (False ... False True ... True in each row; new "
             "tokens are appended on the right), received padding after a real token in rows "
             f"{right.nonzero().flatten().tolist()}"
         )
@@ -485,13 +467,15 @@ def sample_next_token(
     """
     if logits.dim() != 2:
         raise ValueError(
-            f"sample_next_token: expected logits of shape (B, V), received {tuple(logits.shape)}"
+            f"{owner_name(sample_next_token)}: expected logits of shape (B, V), received {tuple(logits.shape)}"
         )
     if not temperature >= 0:
-        raise ValueError(f"sample_next_token: expected temperature >= 0, received {temperature}")
+        raise ValueError(
+            f"{owner_name(sample_next_token)}: expected temperature >= 0, received {temperature}"
+        )
     if top_k is not None and not 1 <= top_k <= logits.shape[-1]:
         raise ValueError(
-            f"sample_next_token: expected top_k in [1, {logits.shape[-1]}], received {top_k}"
+            f"{owner_name(sample_next_token)}: expected top_k in [1, {logits.shape[-1]}], received {top_k}"
         )
     if temperature == 0:
         return logits.argmax(dim=-1, keepdim=True)  # (B, 1)

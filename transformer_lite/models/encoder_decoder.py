@@ -26,11 +26,15 @@ import torch
 from torch import Tensor, nn
 
 from ..checks import (
+    check_choice,
     check_dropout,
     check_heads,
+    check_marker,
     check_positive_int,
-    check_token_ids,
+    check_type,
+    embed,
     eval_mode,
+    owner_name,
 )
 from ..nn.blocks import DecoderBlock, TransformerBlock
 from ..nn.masks import padding_mask
@@ -62,7 +66,7 @@ class _Stack(nn.Module):
         **options,
     ) -> None:
         super().__init__()
-        check_positive_int(type(self).__name__, "n_layers", n_layers)
+        check_positive_int(self, "n_layers", n_layers)
         self.layers = nn.ModuleList(
             self.block(d_model, n_heads, d_ff, **options) for _ in range(n_layers)
         )
@@ -84,15 +88,9 @@ class _Stack(nn.Module):
         them), and their boolean masks mean ``True`` = may attend, the opposite of torch's.
 
         Raises:
-            ValueError: if ``stack`` is not a ``cls.torch_class``, its norm is not an
-                ``nn.LayerNorm``, or as the block's ``from_torch``.
+            ValueError: for another module, or as the blocks' and the norm's ``from_torch``.
         """
-        expected = cls.torch_class
-        if not isinstance(stack, expected):
-            raise ValueError(
-                f"{cls.__name__}.from_torch: expected nn.{expected.__name__}, "
-                f"received {type(stack).__name__}"
-            )
+        check_type(cls.from_torch, stack, cls.torch_class)
         blocks = [cls.block.from_torch(layer) for layer in stack.layers]
         first = blocks[0]
         ours = cls(
@@ -235,14 +233,10 @@ class EncoderDecoderConfig:
             "d_ff",
             "max_len",
         ):
-            check_positive_int("EncoderDecoderConfig", name, getattr(self, name))
-        check_heads("EncoderDecoderConfig", self.d_model, self.n_heads)
-        check_dropout("EncoderDecoderConfig", self.dropout)
-        if self.activation not in ("relu", "gelu"):
-            raise ValueError(
-                "EncoderDecoderConfig: expected activation 'relu' or 'gelu', "
-                f"received {self.activation!r}"
-            )
+            check_positive_int(self, name, getattr(self, name))
+        check_heads(self, self.d_model, self.n_heads)
+        check_dropout(self, self.dropout)
+        check_choice(self, "activation", self.activation, ("relu", "gelu"))
 
 
 class EncoderDecoderTransformer(nn.Module):
@@ -280,11 +274,7 @@ class EncoderDecoderTransformer(nn.Module):
 
     def __init__(self, config: EncoderDecoderConfig) -> None:
         super().__init__()
-        if not isinstance(config, EncoderDecoderConfig):
-            raise ValueError(
-                f"EncoderDecoderTransformer: expected an EncoderDecoderConfig, "
-                f"received {type(config).__name__}"
-            )
+        check_type(self, config, EncoderDecoderConfig)
         c = self.config = config
         stack = dict(
             d_model=c.d_model,
@@ -315,17 +305,13 @@ class EncoderDecoderTransformer(nn.Module):
     def _padding(self, name: str, valid: Tensor | None, ids: Tensor) -> Tensor | None:
         if valid is None:
             return None
-        if not isinstance(valid, Tensor) or valid.shape != ids.shape:
-            shape = tuple(valid.shape) if isinstance(valid, Tensor) else type(valid).__name__
-            raise ValueError(
-                f"EncoderDecoderTransformer: expected {name} of shape {tuple(ids.shape)} "
-                f"(like the ids; True = real token), received {shape}"
-            )
-        return padding_mask(valid)  # (B, 1, 1, len)
+        check_marker(self, name, valid, ids.shape)
+        return padding_mask(valid != 0)  # (B, 1, 1, len)
 
-    def _embed(self, ids: Tensor, table: nn.Embedding, offset: int = 0) -> Tensor:
-        x = table(ids) * math.sqrt(self.config.d_model)  # (B, len, D), Vaswani et al. Sec. 3.4
-        return self.pos(x, offset=offset)  # + PE, then dropout
+    def _embed(self, name: str, ids: Tensor, table: nn.Embedding) -> Tensor:
+        # (B, len, D), Vaswani et al. Sec. 3.4; the lookup refuses ids outside the vocabulary
+        x = embed(self, name, table, ids) * math.sqrt(self.config.d_model)
+        return self.pos(x)  # + PE, then dropout
 
     def encode(
         self, src_ids: Tensor, src_padding: Tensor | None = None
@@ -341,12 +327,10 @@ class EncoderDecoderTransformer(nn.Module):
             per-layer encoder self-attention weights ``(B, H, S, S)``.
 
         Raises:
-            ValueError: for ids that are not ``(B, S)`` integers in the vocabulary,
-                a padding marker of another shape, or ``S > max_len``.
+            ValueError: for ids or a padding marker other than the above, or ``S > max_len``.
         """
-        check_token_ids("EncoderDecoderTransformer", "src_ids", src_ids, self.config.src_vocab_size)
-        src_mask = self._padding("src_padding", src_padding, src_ids)
-        return self.encoder(self._embed(src_ids, self.src_embed), attn_mask=src_mask)
+        x = self._embed("src_ids", src_ids, self.src_embed)  # (B, S, D)
+        return self.encoder(x, attn_mask=self._padding("src_padding", src_padding, src_ids))
 
     def decode(
         self,
@@ -370,23 +354,24 @@ class EncoderDecoderTransformer(nn.Module):
             decoder weights ``(B, H, L, L)`` and cross-attention weights ``(B, H, L, S)``.
 
         Raises:
-            ValueError: for ids or padding markers of the wrong shape or range,
-                ``L > max_len``, or a ``memory`` that does not fit.
+            ValueError: for ids, markers or a ``memory`` other than the above, or ``L > max_len``.
         """
-        check_token_ids("EncoderDecoderTransformer", "tgt_ids", tgt_ids, self.config.tgt_vocab_size)
+        x = self._embed("tgt_ids", tgt_ids, self.tgt_embed)  # (B, L, D)
         if src_padding is not None and (
             not isinstance(memory, Tensor)
             or memory.dim() != 3
             or tuple(src_padding.shape) != tuple(memory.shape[:2])
+            or src_padding.is_floating_point()
         ):
             raise ValueError(
-                f"EncoderDecoderTransformer.decode: expected src_padding of shape (B, S) matching memory "
+                f"{owner_name(self.decode)}: expected src_padding of shape (B, S) matching memory "
                 f"(B, S, D) = {tuple(getattr(memory, 'shape', ()))}, received {tuple(src_padding.shape)}"
             )
-        memory_mask = padding_mask(src_padding) if src_padding is not None else None  # (B, 1, 1, S)
+        # (B, 1, 1, S): nonzero = a real token
+        memory_mask = padding_mask(src_padding != 0) if src_padding is not None else None
         tgt_mask = self._padding("tgt_padding", tgt_padding, tgt_ids)
         h, self_weights, cross_weights = self.decoder(
-            self._embed(tgt_ids, self.tgt_embed),
+            x,
             memory,
             attn_mask=tgt_mask,
             memory_mask=memory_mask,
@@ -422,7 +407,7 @@ class EncoderDecoderTransformer(nn.Module):
             and src_ids.shape[0] != tgt_ids.shape[0]
         ):
             raise ValueError(
-                f"EncoderDecoderTransformer: expected src_ids and tgt_ids with one batch size, received "
+                f"{owner_name(self)}: expected src_ids and tgt_ids with one batch size, received "
                 f"{tuple(src_ids.shape)} and {tuple(tgt_ids.shape)}"
             )
         memory, _ = self.encode(src_ids, src_padding)
@@ -451,20 +436,15 @@ class EncoderDecoderTransformer(nn.Module):
         equivalent masks.
 
         Raises:
-            ValueError: if ``transformer`` is not an ``nn.Transformer`` with
-                ``nn.TransformerEncoder``/``nn.TransformerDecoder`` stacks whose
-                final norms are both present or both absent, or as the stacks' ``from_torch``.
+            ValueError: for another module, one with a final norm on one stack only, or as the
+                stacks' ``from_torch``.
         """
-        if not isinstance(transformer, nn.Transformer):
-            raise ValueError(
-                f"EncoderDecoderTransformer.from_torch: expected nn.Transformer, "
-                f"received {type(transformer).__name__}"
-            )
+        check_type(cls.from_torch, transformer, nn.Transformer)
         encoder = TransformerEncoder.from_torch(transformer.encoder)
         decoder = TransformerDecoder.from_torch(transformer.decoder)
         if (encoder.norm is None) != (decoder.norm is None):
             raise ValueError(
-                "EncoderDecoderTransformer.from_torch: expected final norms on both stacks or on neither, "
+                f"{cls.__name__}.from_torch: expected final norms on both stacks or on neither, "
                 f"received encoder norm {transformer.encoder.norm!r}, "
                 f"decoder norm {transformer.decoder.norm!r}"
             )
@@ -528,14 +508,11 @@ def greedy_decode(
             not a positive int or too long for the model, ``bos_id``/``eos_id`` are
             outside the target vocabulary, or as :meth:`EncoderDecoderTransformer.encode`.
     """
-    if not isinstance(model, EncoderDecoderTransformer):
-        raise ValueError(
-            f"greedy_decode: expected an EncoderDecoderTransformer, received {type(model).__name__}"
-        )
-    check_positive_int("greedy_decode", "max_len", max_len)
+    check_type(greedy_decode, model, EncoderDecoderTransformer)
+    check_positive_int(greedy_decode, "max_len", max_len)
     if max_len + 1 > model.config.max_len:
         raise ValueError(
-            f"greedy_decode: BOS + max_len={max_len} tokens need {max_len + 1} positions, but the model "
+            f"{owner_name(greedy_decode)}: BOS + max_len={max_len} tokens need {max_len + 1} positions, but the model "
             f"accepts max_len={model.config.max_len}"
         )
     for name, tok in (("bos_id", bos_id), ("eos_id", eos_id)):
@@ -545,7 +522,7 @@ def greedy_decode(
             or not 0 <= tok < model.config.tgt_vocab_size
         ):
             raise ValueError(
-                f"greedy_decode: expected {name} in 0..{model.config.tgt_vocab_size - 1}, "
+                f"{owner_name(greedy_decode)}: expected {name} in 0..{model.config.tgt_vocab_size - 1}, "
                 f"received {tok!r}"
             )
     with eval_mode(model), torch.no_grad():

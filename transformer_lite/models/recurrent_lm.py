@@ -10,13 +10,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
-from ..checks import (
-    check_dropout,
-    check_nonnegative_int,
-    check_positive_sizes,
-    check_token_ids,
-    eval_mode,
-)
+from ..checks import check_dropout, check_nonnegative_int, check_positive_sizes, embed, eval_mode
 from .decoder_only import sample_next_token
 
 __all__ = ["GRULanguageModel"]
@@ -51,9 +45,8 @@ class GRULanguageModel(nn.Module):
         tie_embeddings: bool = False,
     ) -> None:
         super().__init__()
-        owner = "GRULanguageModel"
-        check_positive_sizes(owner, vocab_size=vocab_size, d_model=d_model, n_layers=n_layers)
-        check_dropout(owner, dropout)
+        check_positive_sizes(self, vocab_size=vocab_size, d_model=d_model, n_layers=n_layers)
+        check_dropout(self, dropout)
         self.vocab_size, self.d_model, self.n_layers = vocab_size, d_model, n_layers
         self.token_embedding = nn.Embedding(vocab_size, d_model)
         self.gru = nn.GRU(
@@ -79,11 +72,10 @@ class GRULanguageModel(nn.Module):
         final state ``(n_layers, B, d_model)``, to continue from.
 
         Raises:
-            ValueError: if ``input_ids`` is not a 2-D integer tensor with ids in ``[0, V)``.
+            ValueError: for ``input_ids`` other than the above.
         """
-        check_token_ids("GRULanguageModel", "input_ids", input_ids, self.vocab_size, min_len=1)
-        # (B, L, D), (n_layers, B, D)
-        hidden, state = self.gru(self.token_embedding(input_ids), state)
+        x = embed(self, "input_ids", self.token_embedding, input_ids, min_len=1)  # (B, L, D)
+        hidden, state = self.gru(x, state)  # (B, L, D), (n_layers, B, D)
         logits = self.lm_head(self.dropout(hidden))  # (B, L, V)
         return (logits, state) if return_state else logits
 
@@ -98,7 +90,7 @@ class GRULanguageModel(nn.Module):
         Returns:
             ``(B, L + max_new_tokens)`` int64.
         """
-        check_nonnegative_int("generate", "max_new_tokens", max_new_tokens)
+        check_nonnegative_int(self.generate, "max_new_tokens", max_new_tokens)
         with eval_mode(self):
             tokens, feed, state = input_ids, input_ids, None
             for _ in range(max_new_tokens):

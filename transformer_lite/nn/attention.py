@@ -43,14 +43,15 @@ from ..checks import (
     check_attention_inputs,
     check_dropout,
     check_heads,
-    check_mask,
     check_positive_sizes,
     check_projection_inputs,
     check_sequences,
+    check_shape,
+    check_type,
     heads_mask,
 )
 from .dtypes import compute_dtype
-from .masks import bool_to_additive_mask, causal_mask
+from .masks import _causal, bool_to_additive_mask
 from .positional import RotaryEmbedding
 
 __all__ = ["scaled_dot_product_attention", "MultiHeadAttention", "KVPair", "GroupedQueryAttention"]
@@ -74,7 +75,7 @@ def _mask_to_bias(
         )
     if is_causal:
         # (L, S): 0 on and below the diagonal
-        causal = bool_to_additive_mask(causal_mask(L, S, device), dtype)
+        causal = bool_to_additive_mask(_causal(L, S, device), dtype)
         bias = causal if bias is None else bias + causal
     return bias
 
@@ -121,14 +122,10 @@ def scaled_dot_product_attention(
         inputs are computed in float32 and the results cast back.
 
     Raises:
-        ValueError: for inputs with fewer than 2 dimensions, non-floating or
-            mixed dtypes, mismatched ``d_k`` between query and key, mismatched
-            ``S`` between key and value, batch dimensions that do not
-            broadcast, a mask that does not broadcast to ``(..., L, S)``, a
-            mask that is neither bool nor floating, or ``dropout_p`` outside [0, 1).
+        ValueError: for inputs, a mask or a ``dropout_p`` other than the above.
     """
-    check_attention_inputs("scaled_dot_product_attention", query, key, value, attn_mask)
-    check_dropout("scaled_dot_product_attention", dropout_p)
+    check_attention_inputs(scaled_dot_product_attention, query, key, value, attn_mask)
+    check_dropout(scaled_dot_product_attention, dropout_p)
     return _attention(query, key, value, attn_mask, is_causal, dropout_p)
 
 
@@ -159,15 +156,11 @@ def _attention(
     #    so large logits do not overflow. A row whose keys are all forbidden would be
     #    exp(-inf) / sum(exp(-inf)) = 0/0 = NaN: such rows are given zero scores before the
     #    softmax and zero weights after it, which also keeps their gradients at zero.
-    blocked = None
     if bias is not None:
-        # (..., L, 1), read from the small mask
-        blocked = torch.isneginf(bias).all(dim=-1, keepdim=True)
-        blocked = blocked if bool(blocked.any()) else None
-    if blocked is not None:
+        blocked = torch.isneginf(bias).all(dim=-1, keepdim=True)  # (..., L, 1), from the small mask
         scores = scores.masked_fill(blocked, 0.0)
     weights = torch.softmax(scores, dim=-1)  # (..., L, S), each row sums to 1 over allowed keys
-    if blocked is not None:
+    if bias is not None:
         weights = weights.masked_fill(blocked, 0.0)
 
     # 4. Weighted sum of the values.
@@ -197,14 +190,14 @@ class MultiHeadAttention(nn.Module):
         q_proj, k_proj, v_proj, out_proj: ``nn.Linear(d_model, d_model)``.
 
     Raises:
-        ValueError: if ``d_model`` is not divisible by ``n_heads``, or either is not positive.
+        ValueError: for sizes or a dropout other than the above.
     """
 
     def __init__(self, d_model: int, n_heads: int, dropout: float = 0.0, bias: bool = True) -> None:
         super().__init__()
-        check_positive_sizes("MultiHeadAttention", d_model=d_model, n_heads=n_heads)
-        check_heads("MultiHeadAttention", d_model, n_heads)
-        check_dropout("MultiHeadAttention", dropout)
+        check_positive_sizes(self, d_model=d_model, n_heads=n_heads)
+        check_heads(self, d_model, n_heads)
+        check_dropout(self, dropout)
         self.d_model, self.n_heads, self.d_head = d_model, n_heads, d_model // n_heads
         self.dropout = dropout
         self.q_proj = nn.Linear(d_model, d_model, bias=bias)
@@ -241,21 +234,17 @@ class MultiHeadAttention(nn.Module):
             attention weights ``(B, H, L, S)`` (never averaged over heads).
 
         Raises:
-            ValueError: if an input is not 3-D with last dimension ``d_model``,
-                batch sizes differ, key and value lengths differ, or the mask
-                has an unsupported shape or dtype.
+            ValueError: for inputs or a mask of other shapes or dtypes.
         """
-        check_projection_inputs("MultiHeadAttention", self.d_model, query, key, value)
+        check_projection_inputs(self, self.d_model, query, key, value)
+        (B, L, _), S = query.shape, key.shape[1]
         # (B, L, S) -> (B, 1, L, S): the same mask for every head
-        attn_mask = heads_mask("MultiHeadAttention", attn_mask, self.n_heads)
-        B, L, _ = query.shape
+        attn_mask = heads_mask(self, attn_mask, self.n_heads, B, L, S)
         q = self._split_heads(self.q_proj(query))  # (B, H, L, d_head)
         k = self._split_heads(self.k_proj(key))  # (B, H, S, d_head)
         v = self._split_heads(self.v_proj(value))  # (B, H, S, d_head)
         p = self.dropout if self.training else 0.0
-        heads, weights = scaled_dot_product_attention(
-            q, k, v, attn_mask=attn_mask, is_causal=is_causal, dropout_p=p
-        )
+        heads, weights = _attention(q, k, v, attn_mask, is_causal, p)
         merged = heads.transpose(1, 2).reshape(B, L, self.d_model)  # (B, H, L, d_head) -> (B, L, D)
         return self.out_proj(merged), weights
 
@@ -272,18 +261,12 @@ class MultiHeadAttention(nn.Module):
         blocked in torch.
 
         Raises:
-            ValueError: if ``m`` is not an ``nn.MultiheadAttention``, or uses
-                ``kdim``/``vdim`` different from ``embed_dim``, ``add_bias_kv``
-                or ``add_zero_attn`` (not supported here).
+            ValueError: for another module, or one with options not supported here.
         """
-        if not isinstance(m, nn.MultiheadAttention):
-            raise ValueError(
-                f"MultiHeadAttention.from_torch: expected nn.MultiheadAttention, received {type(m).__name__}"
-            )
+        check_type(cls.from_torch, m, nn.MultiheadAttention)
         if not m._qkv_same_embed_dim or m.bias_k is not None or m.add_zero_attn:
             raise ValueError(
-                "MultiHeadAttention.from_torch: kdim/vdim != embed_dim, add_bias_kv and add_zero_attn "
-                "are not supported"
+                f"{cls.__name__}.from_torch: kdim/vdim != embed_dim, add_bias_kv and add_zero_attn are not supported"
             )
         D = m.embed_dim
         ours = cls(D, m.num_heads, dropout=m.dropout, bias=m.in_proj_bias is not None)
@@ -325,8 +308,7 @@ class GroupedQueryAttention(nn.Module):
         out_proj: ``nn.Linear(n_heads * d_head, d_model)``.
 
     Raises:
-        ValueError: if a size is not positive, ``n_heads`` does not divide ``d_model``,
-            ``n_kv_heads`` does not divide ``n_heads``, or ``rotary.d_head != d_head``.
+        ValueError: for sizes, a dropout or a rotary embedding other than the above.
     """
 
     def __init__(
@@ -340,39 +322,21 @@ class GroupedQueryAttention(nn.Module):
     ) -> None:
         super().__init__()
         n_kv_heads = n_heads if n_kv_heads is None else n_kv_heads
-        owner = "GroupedQueryAttention"
-        check_positive_sizes(owner, d_model=d_model, n_heads=n_heads, n_kv_heads=n_kv_heads)
-        check_heads(owner, d_model, n_heads, n_kv_heads)
+        check_positive_sizes(self, d_model=d_model, n_heads=n_heads, n_kv_heads=n_kv_heads)
+        check_heads(self, d_model, n_heads, n_kv_heads)
+        check_dropout(self, dropout)
         self.d_model, self.n_heads, self.n_kv_heads = d_model, n_heads, n_kv_heads
         self.d_head = d_model // n_heads
         self.group_size = n_heads // n_kv_heads  # G query heads per key/value head
         if rotary is not None and rotary.d_head != self.d_head:
             raise ValueError(
-                f"GroupedQueryAttention: expected a RotaryEmbedding of d_head={self.d_head}, "
-                f"received d_head={rotary.d_head}"
+                f"{type(self).__name__}: expected a RotaryEmbedding of d_head={self.d_head}, received d_head={rotary.d_head}"
             )
-        check_dropout("GroupedQueryAttention", dropout)
         self.dropout, self.rotary = dropout, rotary
         self.q_proj = nn.Linear(d_model, n_heads * self.d_head, bias=bias)
         self.k_proj = nn.Linear(d_model, n_kv_heads * self.d_head, bias=bias)
         self.v_proj = nn.Linear(d_model, n_kv_heads * self.d_head, bias=bias)
         self.out_proj = nn.Linear(n_heads * self.d_head, d_model, bias=bias)
-
-    def _check(self, x: Tensor, past_kv: KVPair | None) -> int:
-        """Validate the inputs and return the number of cached positions ``S_past``."""
-        check_sequences("GroupedQueryAttention", self.d_model, x=x)
-        if past_kv is None:
-            return 0
-        past_k, past_v = past_kv
-        S_past = past_k.shape[-2] if past_k.dim() == 4 else "S_past"
-        expected = (x.shape[0], self.n_kv_heads, S_past, self.d_head)
-        for name, t in (("key", past_k), ("value", past_v)):
-            if tuple(t.shape) != expected:
-                raise ValueError(
-                    f"GroupedQueryAttention: expected cached {name} of shape (B, n_kv_heads, S_past, "
-                    f"d_head) = {expected}, received {tuple(t.shape)}"
-                )
-        return past_k.shape[-2]
 
     def _fold_mask(
         self,
@@ -386,17 +350,14 @@ class GroupedQueryAttention(nn.Module):
     ) -> Tensor | None:
         """The additive mask of the ``H`` heads' ``L`` queries, folded like the queries: ``(B|1, H_kv|1, G*L|1, S|1)``.
 
-        Checks ``attn_mask`` (shapes as in :meth:`forward`), adds the causal mask (of ``L > 1``
+        Checks ``attn_mask``'s shape and dtype (as in :meth:`forward`), adds the causal mask (of ``L > 1``
         queries: a single new query is the last position and may see every key), and lays the
         mask out for the folded queries, whose row ``g * L + l`` is query ``l`` of head ``g`` of a
         group. The values are those the unfolded attention would add (``dtype``: the compute
         dtype). Returns ``None`` when nothing is masked.
         """
-        H = self.n_heads
-        if attn_mask is not None:
-            # (B, L, S) -> (B, 1, L, S): the same mask for every head
-            attn_mask = heads_mask("GroupedQueryAttention", attn_mask, H)
-            check_mask(attn_mask, torch.Size((B, H)), L, S)
+        # (B, L, S) -> (B, 1, L, S): the same mask for every head
+        attn_mask = heads_mask(self, attn_mask, self.n_heads, B, L, S)
         # One additive mask M, built as scaled_dot_product_attention builds it; a single new
         # query (L = 1) is the last position and may see every key: no causal mask.
         attn_mask = _mask_to_bias(attn_mask, is_causal and L > 1, L, S, dtype, device)
@@ -439,21 +400,24 @@ class GroupedQueryAttention(nn.Module):
             pass as ``past_kv`` at the next step.
 
         Raises:
-            ValueError: if ``x`` is not ``(B, L, d_model)``, a cached tensor has the
-                wrong shape, or the mask has an unsupported shape or dtype.
+            ValueError: for an ``x``, a cache or a mask of other shapes or dtypes.
         """
-        S_past = self._check(x, past_kv)
+        check_sequences(self, self.d_model, x=x)
         B, L, _ = x.shape
         H, H_kv, G, d_head = self.n_heads, self.n_kv_heads, self.group_size, self.d_head
+        S_past = 0 if past_kv is None else past_kv[0].shape[-2]
+        for name, t in zip(("cached key", "cached value"), past_kv or ()):
+            layout = "(B, n_kv_heads, S_past, d_head)"
+            check_shape(self, name, t, (B, H_kv, S_past, d_head), layout, like=x)
         # (B, L, H*d_head) -> (B, H, L, d_head)
         q = self.q_proj(x).view(B, L, H, d_head).transpose(1, 2)
         k = self.k_proj(x).view(B, L, H_kv, d_head).transpose(1, 2)  # (B, H_kv, L, d_head)
         v = self.v_proj(x).view(B, L, H_kv, d_head).transpose(1, 2)  # (B, H_kv, L, d_head)
         if self.rotary is not None:  # the new rows sit at positions S_past .. S_past + L - 1
             q, k = self.rotary(q, offset=S_past), self.rotary(k, offset=S_past)
-        if past_kv is not None:
-            k = _cat_time(past_kv[0], k)  # (B, H_kv, S, d_head)
-            v = _cat_time(past_kv[1], v)  # (B, H_kv, S, d_head)
+        if past_kv is not None:  # the cached positions first, then the new ones
+            k = torch.cat((past_kv[0], k), dim=-2)  # (B, H_kv, S, d_head)
+            v = torch.cat((past_kv[1], v), dim=-2)  # (B, H_kv, S, d_head)
         S = k.shape[-2]
         # Fold the query heads of a group into the query axis: the G heads that share a
         # key/value head become G*L rows against the same keys, one matrix product per
@@ -481,26 +445,12 @@ class GroupedQueryAttention(nn.Module):
         Copies the four projections (with their biases, if any); no rotary embedding.
 
         Raises:
-            ValueError: if ``m`` is not a :class:`MultiHeadAttention`.
+            ValueError: for another module.
         """
-        if not isinstance(m, MultiHeadAttention):
-            raise ValueError(
-                f"GroupedQueryAttention.from_mha: expected MultiHeadAttention, "
-                f"received {type(m).__name__}"
-            )
+        check_type(cls.from_mha, m, MultiHeadAttention)
         ours = cls(
             m.d_model, m.n_heads, m.n_heads, dropout=m.dropout, bias=m.q_proj.bias is not None
         )
         ours = ours.to(dtype=m.q_proj.weight.dtype, device=m.q_proj.weight.device)
         ours.load_state_dict(m.state_dict())
         return ours
-
-
-def _cat_time(past: Tensor, new: Tensor) -> Tensor:
-    """Append ``new`` ``(B, H_kv, L, d)`` after ``past`` ``(B, H_kv, S_past, d)`` along the position axis."""
-    if past.dtype != new.dtype or past.device != new.device:
-        raise ValueError(
-            f"GroupedQueryAttention: expected a cache of dtype {new.dtype} on {new.device}, "
-            f"received {past.dtype} on {past.device}"
-        )
-    return torch.cat((past, new), dim=-2)

@@ -32,7 +32,14 @@ from __future__ import annotations
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from ..checks import check_dropout, check_last_dim, check_positive_sizes, check_sequences
+from ..checks import (
+    check_choice,
+    check_dropout,
+    check_last_dim,
+    check_positive_sizes,
+    check_sequences,
+    check_type,
+)
 from .attention import GroupedQueryAttention, KVPair, MultiHeadAttention
 from .normalization import LayerNorm, RMSNorm
 from .positional import RotaryEmbedding
@@ -73,19 +80,16 @@ class PositionwiseFeedForward(nn.Module):
         linear1: ``nn.Linear(d_model, d_ff)``; linear2: ``nn.Linear(d_ff, d_model)``.
 
     Raises:
-        ValueError: for an unknown activation or non-positive sizes.
+        ValueError: for sizes, an activation or a dropout other than the above.
     """
 
     def __init__(
         self, d_model: int, d_ff: int, activation: str = "relu", dropout: float = 0.0
     ) -> None:
         super().__init__()
-        if activation not in _ACTIVATIONS:
-            raise ValueError(
-                f"PositionwiseFeedForward: expected activation 'relu' or 'gelu', received {activation!r}"
-            )
-        check_positive_sizes("PositionwiseFeedForward", d_model=d_model, d_ff=d_ff)
-        check_dropout("PositionwiseFeedForward", dropout)
+        check_choice(self, "activation", activation, tuple(_ACTIVATIONS))
+        check_positive_sizes(self, d_model=d_model, d_ff=d_ff)
+        check_dropout(self, dropout)
         self.d_model, self.d_ff, self.activation = d_model, d_ff, activation
         self.linear1 = nn.Linear(d_model, d_ff)
         self.linear2 = nn.Linear(d_ff, d_model)
@@ -95,9 +99,9 @@ class PositionwiseFeedForward(nn.Module):
         """Map ``x`` of shape ``(..., d_model)`` to ``(..., d_model)``.
 
         Raises:
-            ValueError: if the last dimension of ``x`` is not ``d_model``.
+            ValueError: for an ``x`` of another shape.
         """
-        check_last_dim("PositionwiseFeedForward", x, self.d_model)
+        check_last_dim(self, x, self.d_model)
         hidden = _ACTIVATIONS[self.activation](self.linear1(x))  # (..., d_ff)
         return self.linear2(self.dropout(hidden))  # (..., D)
 
@@ -118,13 +122,13 @@ class SwiGLUFeedForward(nn.Module):
         down_proj: ``nn.Linear(d_ff, d_model)`` (``W_2``).
 
     Raises:
-        ValueError: if ``d_model`` or ``d_ff`` is not positive.
+        ValueError: for sizes or a dropout other than the above.
     """
 
     def __init__(self, d_model: int, d_ff: int, dropout: float = 0.0, bias: bool = False) -> None:
         super().__init__()
-        check_positive_sizes("SwiGLUFeedForward", d_model=d_model, d_ff=d_ff)
-        check_dropout("SwiGLUFeedForward", dropout)
+        check_positive_sizes(self, d_model=d_model, d_ff=d_ff)
+        check_dropout(self, dropout)
         self.d_model, self.d_ff = d_model, d_ff
         self.gate_proj = nn.Linear(d_model, d_ff, bias=bias)
         self.up_proj = nn.Linear(d_model, d_ff, bias=bias)
@@ -135,9 +139,9 @@ class SwiGLUFeedForward(nn.Module):
         """Map ``x`` of shape ``(..., d_model)`` to ``(..., d_model)``.
 
         Raises:
-            ValueError: if the last dimension of ``x`` is not ``d_model``.
+            ValueError: for an ``x`` of another shape.
         """
-        check_last_dim("SwiGLUFeedForward", x, self.d_model)
+        check_last_dim(self, x, self.d_model)
         gate = F.silu(self.gate_proj(x))  # (..., d_ff): silu(z) = z * sigmoid(z)
         hidden = gate * self.up_proj(x)  # (..., d_ff): the gate scales each hidden unit
         return self.down_proj(self.dropout(hidden))  # (..., D)
@@ -149,8 +153,7 @@ def make_norm(kind: str, d_model: int, eps: float) -> nn.Module:
     Raises:
         ValueError: for another ``kind``, or as the norm's constructor.
     """
-    if kind not in NORM_CLASSES:
-        raise ValueError(f"make_norm: expected 'layernorm' or 'rmsnorm', received {kind!r}")
+    check_choice(make_norm, "norm", kind, tuple(NORM_CLASSES))
     return NORM_CLASSES[kind](d_model, eps=eps)
 
 
@@ -197,8 +200,7 @@ class TransformerBlock(nn.Module):
         self_attn (MultiHeadAttention or GroupedQueryAttention), ff, norm1, norm2.
 
     Raises:
-        ValueError: for an unknown ``norm``, a ``rotary`` without ``n_kv_heads``, or as the
-            attention, feed-forward and norm modules.
+        ValueError: for options other than the above, or as the attention, feed-forward and norms.
     """
 
     def __init__(
@@ -216,11 +218,10 @@ class TransformerBlock(nn.Module):
         rotary: RotaryEmbedding | None = None,
     ) -> None:
         super().__init__()
-        check_dropout("TransformerBlock", dropout)  # here, so the message names this block
+        check_dropout(self, dropout)  # here, so the message names this block
         if rotary is not None and n_kv_heads is None:
             raise ValueError(
-                "TransformerBlock: a rotary embedding needs grouped-query attention: expected "
-                "n_kv_heads (n_heads for ordinary multi-head attention), received None"
+                f"{type(self).__name__}: a rotary embedding needs grouped-query attention: expected n_kv_heads (n_heads for ordinary multi-head attention), received None"
             )
         self.norm_first = norm_first
         if n_kv_heads is None:
@@ -264,14 +265,12 @@ class TransformerBlock(nn.Module):
             keys and values to pass as ``past_kv`` at the next step (as Hugging Face's ``use_cache``).
 
         Raises:
-            ValueError: if ``past_kv`` or ``use_cache`` is given to a multi-head-attention
-                block, or as the attention module's ``forward``.
+            ValueError: for a cache of a multi-head-attention block, or as the attention module.
         """
         grouped = isinstance(self.self_attn, GroupedQueryAttention)
         if not grouped and (past_kv is not None or use_cache):
             raise ValueError(
-                "TransformerBlock: a key/value cache needs grouped-query attention: build the "
-                "block with n_kv_heads"
+                f"{type(self).__name__}: a key/value cache needs grouped-query attention: build the block with n_kv_heads"
             )
         if self.norm_first:  # pre-norm: x + Sublayer(LN(x))
             h, weights, present = self._self_attention(self.norm1(x), attn_mask, is_causal, past_kv)
@@ -306,8 +305,7 @@ class TransformerBlock(nn.Module):
         the opposite of ours.
 
         Raises:
-            ValueError: if ``layer`` is not an ``nn.TransformerEncoderLayer``, has an
-                activation other than ReLU or the exact GELU, or was built with ``bias=False``.
+            ValueError: for another layer, or one with another activation or ``bias=False``.
         """
         return _block_from_torch(cls, layer, nn.TransformerEncoderLayer, self_attn="self_attn")
 
@@ -358,7 +356,7 @@ class DecoderBlock(nn.Module):
         eps: float = 1e-5,
     ) -> None:
         super().__init__()
-        check_dropout("DecoderBlock", dropout)  # here, so the message names this block
+        check_dropout(self, dropout)  # here, so the message names this block
         self.d_model, self.norm_first = d_model, norm_first
         self.self_attn = MultiHeadAttention(d_model, n_heads, dropout=dropout)
         self.cross_attn = MultiHeadAttention(d_model, n_heads, dropout=dropout)
@@ -402,10 +400,9 @@ class DecoderBlock(nn.Module):
             its attention over the source positions).
 
         Raises:
-            ValueError: if ``x`` or ``memory`` is not ``(B, len, d_model)`` with one
-                batch size, or a mask has an unsupported shape or dtype.
+            ValueError: for inputs or masks of other shapes or dtypes.
         """
-        check_sequences("DecoderBlock", self.d_model, x=x, memory=memory)
+        check_sequences(self, self.d_model, x=x, memory=memory)
         # cross-attention: queries from the decoder, keys and values from the memory
         if self.norm_first:  # pre-norm: x + Sublayer(LN(x))
             h = self.norm1(x)
@@ -437,10 +434,7 @@ class DecoderBlock(nn.Module):
         masks mean ``True`` = blocked, the opposite of ours.
 
         Raises:
-            ValueError: if ``layer`` is not an ``nn.TransformerDecoderLayer``, its
-                activation is not ReLU or the exact GELU (``"relu"``/``"gelu"``,
-                ``F.relu``/``F.gelu``, ``nn.ReLU()``/``nn.GELU()``; not
-                ``nn.GELU(approximate="tanh")``), or it was built with ``bias=False``.
+            ValueError: for another layer, or one with another activation or ``bias=False``.
         """
         return _block_from_torch(
             cls,
@@ -476,19 +470,17 @@ def _block_from_torch(cls: type, layer: nn.Module, expected: type, **attentions:
     have the same names in both. The block is built in ``layer``'s dtype before the weights
     are copied: copying float64 weights into float32 parameters would round them.
     """
-    owner = cls.__name__
-    if not isinstance(layer, expected):
-        raise ValueError(
-            f"{owner}.from_torch: expected nn.{expected.__name__}, received {type(layer).__name__}"
-        )
+    check_type(cls.from_torch, layer, expected)
     activation = _torch_activation_name(layer.activation)
     if activation is None:
         raise ValueError(
-            f"{owner}.from_torch: expected a ReLU or exact GELU activation, "
+            f"{cls.__name__}.from_torch: expected a ReLU or exact GELU activation, "
             f"received {layer.activation!r}"
         )
     if layer.linear1.bias is None:
-        raise ValueError(f"{owner}.from_torch: layers built with bias=False are not supported")
+        raise ValueError(
+            f"{cls.__name__}.from_torch: layers built with bias=False are not supported"
+        )
     w = layer.linear1.weight
     ours = cls(
         d_model=layer.self_attn.embed_dim,

@@ -32,8 +32,6 @@ from .dtypes import compute_dtype
 
 __all__ = ["memory_efficient_attention"]
 
-_NAME = "memory_efficient_attention"  # in the error messages, also those of _block_sizes
-
 
 def memory_efficient_attention(
     query: Tensor,
@@ -87,12 +85,9 @@ def memory_efficient_attention(
         function (FlashAttention's backward recomputes the tiles instead).
 
     Raises:
-        ValueError: on the same bad inputs as ``scaled_dot_product_attention``
-            (dimensions, dtypes, ``d_k``/``S`` mismatch, non-broadcasting
-            batch or mask shape, mask dtype, NaN/+inf in a float mask), or a
-            ``block_size`` that is not a positive int or pair of them.
+        ValueError: for inputs, a mask or a ``block_size`` other than the above.
     """
-    batch = check_attention_inputs(_NAME, query, key, value, attn_mask)
+    batch = check_attention_inputs(memory_efficient_attention, query, key, value, attn_mask)
     block_q, block_k = _block_sizes(block_size)
     in_dtype = query.dtype
     compute = compute_dtype(in_dtype)
@@ -147,7 +142,6 @@ def _block_sizes(block_size: int | tuple[int, int]) -> tuple[int, int]:
         isinstance(b, bool) or not isinstance(b, int) or b < 1 for b in sizes
     ):
         raise ValueError(
-            f"{_NAME}: expected block_size to be a positive int or a pair of positive ints "
-            f"(query block, key block), received {block_size!r}"
+            f"memory_efficient_attention: expected block_size to be a positive int or a pair of positive ints (query block, key block), received {block_size!r}"
         )
     return sizes

@@ -50,14 +50,16 @@ def causal_mask(L: int, S: int | None = None, device: torch.device | str | None 
         (on and below the bottom-right-aligned diagonal).
 
     Raises:
-        ValueError: if ``L`` or ``S`` is not a positive integer.
+        ValueError: for a size that is not a positive int.
     """
-    if S is None:
-        S = L
+    S = L if S is None else S
     for name, n in (("L", L), ("S", S)):
-        if torch.jit.is_tracing() and isinstance(n, torch.Tensor) and n.dim() == 0:
-            continue  # a size recorded by the tracer of the ONNX export (scripts/export_onnx.py)
-        check_positive_int("causal_mask", name, n)
+        check_positive_int(causal_mask, name, n)
+    return _causal(L, S, device)
+
+
+def _causal(L: int, S: int, device: torch.device | str | None = None) -> Tensor:
+    """:func:`causal_mask` of checked (or traced) sizes, as the attention functions build it."""
     ones = torch.ones(L, S, dtype=torch.bool, device=device)
     # Keep j <= i + (S - L): the diagonal shifted right by S - L (bottom-right alignment).
     return torch.tril(ones, diagonal=S - L)
@@ -78,20 +80,15 @@ def padding_mask(valid: Tensor) -> Tensor:
         scores of shape ``(B, L, S)`` (no head axis) use ``mask[:, 0]``.
 
     Raises:
-        ValueError: if ``valid`` is not 2-D or holds values other than 0/1.
+        ValueError: for a ``valid`` that is not a ``(B, S)`` marker of bools or 0/1 integers.
     """
-    if valid.dim() != 2:
+    ok = valid.dim() == 2 and (valid.dtype == torch.bool or not valid.is_floating_point())
+    if not ok or (valid.dtype != torch.bool and not bool(((valid == 0) | (valid == 1)).all())):
         raise ValueError(
-            f"padding_mask: expected valid of shape (B, S), received shape {tuple(valid.shape)}"
+            f"padding_mask: expected valid of shape (B, S), a bool tensor or integers 0/1, "
+            f"received shape {tuple(valid.shape)} dtype {valid.dtype}"
         )
-    if valid.dtype != torch.bool:
-        if valid.is_floating_point() or not bool(((valid == 0) | (valid == 1)).all()):
-            raise ValueError(
-                "padding_mask: expected a bool tensor or integers 0/1, "
-                f"received dtype {valid.dtype}"
-            )
-        valid = valid.bool()
-    return valid[:, None, None, :]  # (B, 1, 1, S)
+    return (valid != 0)[:, None, None, :]  # (B, 1, 1, S)
 
 
 def bool_to_additive_mask(mask: Tensor, dtype: torch.dtype = torch.float32) -> Tensor:
@@ -107,13 +104,12 @@ def bool_to_additive_mask(mask: Tensor, dtype: torch.dtype = torch.float32) -> T
         softmax gives exactly zero weight to the forbidden keys.
 
     Raises:
-        ValueError: if ``mask`` is not boolean or ``dtype`` is not floating.
+        ValueError: for a ``mask`` that is not bool or a ``dtype`` that is not floating.
     """
-    if mask.dtype != torch.bool:
+    if mask.dtype != torch.bool or not dtype.is_floating_point:
         raise ValueError(
-            f"bool_to_additive_mask: expected a bool mask, received dtype {mask.dtype}"
+            f"bool_to_additive_mask: expected a bool mask and a floating dtype, received "
+            f"a mask of dtype {mask.dtype} and dtype {dtype}"
         )
-    if not dtype.is_floating_point:
-        raise ValueError(f"bool_to_additive_mask: expected a floating dtype, received {dtype}")
     out = torch.zeros(mask.shape, dtype=dtype, device=mask.device)
     return out.masked_fill(~mask, float("-inf"))

@@ -35,10 +35,9 @@ class _Norm(nn.Module):
 
     def __init__(self, d_model: int, eps: float) -> None:
         super().__init__()
-        if d_model < 1 or eps < 0:
+        if not (d_model >= 1 and eps >= 0):
             raise ValueError(
-                f"{type(self).__name__}: expected d_model >= 1 and eps >= 0, "
-                f"received d_model={d_model}, eps={eps}"
+                f"{type(self).__name__}: expected d_model >= 1 and eps >= 0, received d_model={d_model}, eps={eps}"
             )
         self.d_model, self.eps = d_model, eps
         self.weight = nn.Parameter(torch.ones(d_model))
@@ -50,11 +49,8 @@ class _Norm(nn.Module):
     def _check_torch(cls, m: nn.Module, expected: type) -> None:
         """Raise ``ValueError`` unless ``m`` is an ``expected`` (torch norm) over one dimension."""
         if not isinstance(m, expected) or len(m.normalized_shape) != 1:
-            shape = getattr(m, "normalized_shape", None)
-            raise ValueError(
-                f"{cls.__name__}.from_torch: expected nn.{expected.__name__} over one dimension "
-                f"(d_model,), received {type(m).__name__} with normalized_shape {shape}"
-            )
+            name = f"nn.{expected.__name__} over one dimension (d_model,)"
+            raise ValueError(f"{cls.__name__}.from_torch: expected {name}, received {m!r}")
 
 
 class LayerNorm(_Norm):
@@ -77,7 +73,7 @@ class LayerNorm(_Norm):
         bias: ``(d_model,)`` learned shift, initialised to 0.
 
     Raises:
-        ValueError: as :class:`LayerNorm`.
+        ValueError: for ``d_model < 1`` or ``eps < 0``.
     """
 
     def __init__(self, d_model: int, eps: float = 1e-5) -> None:
@@ -88,9 +84,9 @@ class LayerNorm(_Norm):
         """Normalize ``x`` of shape ``(..., d_model)``; returns the same shape and dtype.
 
         Raises:
-            ValueError: if the last dimension of ``x`` is not ``d_model``.
+            ValueError: for an ``x`` of another shape.
         """
-        check_last_dim("LayerNorm", x, self.d_model)
+        check_last_dim(self, x, self.d_model)
         h = x.to(compute_dtype(x.dtype))  # half precision: the statistics in float32
         mean = h.mean(dim=-1, keepdim=True)  # (..., 1)
         var = ((h - mean) ** 2).mean(dim=-1, keepdim=True)  # (..., 1), biased: divide by D
@@ -105,7 +101,7 @@ class LayerNorm(_Norm):
         ``bias=False``) becomes weight 1 / bias 0.
 
         Raises:
-            ValueError: if ``m`` is not an ``nn.LayerNorm`` or normalizes over more than one dimension.
+            ValueError: for another module, or a norm over more than one dimension.
         """
         cls._check_torch(m, nn.LayerNorm)
         ours = cls(m.normalized_shape[0], eps=m.eps)
@@ -145,7 +141,7 @@ class RMSNorm(_Norm):
 
     def forward(self, x: Tensor) -> Tensor:
         """Normalize ``x`` of shape ``(..., d_model)``; as :meth:`LayerNorm.forward`."""
-        check_last_dim("RMSNorm", x, self.d_model)
+        check_last_dim(self, x, self.d_model)
         h = x.to(compute_dtype(x.dtype))  # half precision: the statistics in float32
         mean_square = (h * h).mean(dim=-1, keepdim=True)  # (..., 1)
         return (h * torch.rsqrt(mean_square + self.eps) * self.weight).to(x.dtype)  # (..., D)
@@ -159,7 +155,7 @@ class RMSNorm(_Norm):
         becomes gain 1.
 
         Raises:
-            ValueError: if ``m`` is not an ``nn.RMSNorm`` or normalizes over more than one dimension.
+            ValueError: for another module, or a norm over more than one dimension.
         """
         cls._check_torch(m, nn.RMSNorm)
         dtype = m.weight.dtype if m.weight is not None else torch.get_default_dtype()

@@ -20,10 +20,13 @@ from torch import Tensor, nn
 
 from ..checks import (
     check_dropout,
+    check_last_dim,
     check_nonnegative_int,
     check_positions,
     check_positive_int,
     check_positive_sizes,
+    check_sequences,
+    owner_name,
 )
 from .dtypes import angle_dtype
 
@@ -107,19 +110,21 @@ def sinusoidal_positional_encoding(
         Tensor ``(seq_len, d_model)`` with values in [-1, 1]; angles are in radians.
 
     Raises:
-        ValueError: if ``seq_len`` or ``d_model`` is not a positive int, ``base``
-            is not greater than 1, or ``dtype`` is not floating.
+        ValueError: for sizes, a ``base`` or a ``dtype`` other than the above.
     """
-    check_positive_int("sinusoidal_positional_encoding", "seq_len", seq_len)
-    check_positive_int("sinusoidal_positional_encoding", "d_model", d_model)
-    if not base > 1:
-        raise ValueError(f"sinusoidal_positional_encoding: expected base > 1, received {base!r}")
-    if not dtype.is_floating_point:
-        raise ValueError(
-            f"sinusoidal_positional_encoding: expected a floating dtype, received {dtype}"
-        )
+    check_positive_int(sinusoidal_positional_encoding, "seq_len", seq_len)
+    _check_table(sinusoidal_positional_encoding, d_model, base, dtype)
     positions = torch.arange(seq_len, device=device)
     return _sinusoid_rows(positions, d_model, base).to(dtype)
+
+
+def _check_table(owner, d_model: int, base: float, dtype: torch.dtype = torch.float64) -> None:
+    """The checks of the sinusoid's width, base and dtype, for the function and the module."""
+    check_positive_int(owner, "d_model", d_model)
+    if not (base > 1 and dtype.is_floating_point):
+        raise ValueError(
+            f"{owner_name(owner)}: expected base > 1 and a floating dtype, received base={base!r}, dtype {dtype}"
+        )
 
 
 class SinusoidalPositionalEncoding(nn.Module):
@@ -140,19 +145,16 @@ class SinusoidalPositionalEncoding(nn.Module):
         base: wavelength base (10000 in the paper).
 
     Raises:
-        ValueError: if ``d_model`` or ``max_len`` is not a positive int, or
-            ``dropout`` is outside [0, 1).
+        ValueError: for sizes, a dropout or a ``base`` other than the above.
     """
 
     def __init__(
         self, d_model: int, max_len: int, dropout: float = 0.0, base: float = 10000.0
     ) -> None:
         super().__init__()
-        check_positive_int("SinusoidalPositionalEncoding", "d_model", d_model)
-        check_positive_int("SinusoidalPositionalEncoding", "max_len", max_len)
-        check_dropout("SinusoidalPositionalEncoding", dropout)
-        if not base > 1:
-            raise ValueError(f"SinusoidalPositionalEncoding: expected base > 1, received {base!r}")
+        check_positive_int(self, "max_len", max_len)
+        check_dropout(self, dropout)
+        _check_table(self, d_model, base)
         self.d_model, self.max_len, self.base = d_model, max_len, base
         self.dropout = nn.Dropout(dropout)
 
@@ -168,22 +170,11 @@ class SinusoidalPositionalEncoding(nn.Module):
             ``(B, L, d_model)``, dtype of ``x``.
 
         Raises:
-            ValueError: if ``x`` is not a floating ``(B, L, d_model)`` tensor,
-                ``offset`` is negative, or ``offset + L > max_len``.
+            ValueError: for an ``x`` of another shape or dtype, or positions past ``max_len``.
         """
-        if (
-            not isinstance(x, Tensor)
-            or x.dim() != 3
-            or x.shape[-1] != self.d_model
-            or not x.is_floating_point()
-        ):
-            shape = tuple(x.shape) if isinstance(x, Tensor) else type(x).__name__
-            raise ValueError(
-                f"SinusoidalPositionalEncoding: expected a floating x of shape (B, L, {self.d_model}), "
-                f"received {shape}" + (f" of dtype {x.dtype}" if isinstance(x, Tensor) else "")
-            )
+        check_sequences(self, self.d_model, x=x)
         L = x.shape[1]
-        check_positions("SinusoidalPositionalEncoding", offset, L, self.max_len)
+        check_positions(self, offset, L, self.max_len)
         positions = torch.arange(offset, offset + L, device=x.device)
         # (L, D), broadcast over B
         pe = _sinusoid_rows(positions, self.d_model, self.base).to(x.dtype)
@@ -208,12 +199,12 @@ class LearnedPositionalEmbedding(nn.Module):
         weight: ``(max_len, d_model)`` parameter, initialised N(0, 0.02^2) as in GPT-2.
 
     Raises:
-        ValueError: if ``max_len`` or ``d_model`` is not positive.
+        ValueError: for sizes that are not positive ints.
     """
 
     def __init__(self, max_len: int, d_model: int) -> None:
         super().__init__()
-        check_positive_sizes("LearnedPositionalEmbedding", max_len=max_len, d_model=d_model)
+        check_positive_sizes(self, max_len=max_len, d_model=d_model)
         self.max_len, self.d_model = max_len, d_model
         self.weight = nn.Parameter(torch.randn(max_len, d_model) * 0.02)
 
@@ -229,16 +220,11 @@ class LearnedPositionalEmbedding(nn.Module):
             ``(B, L, d_model)``.
 
         Raises:
-            ValueError: if ``x`` is not ``(B, L, d_model)`` with ``L >= 1``, ``offset < 0``, or
-                ``offset + L > max_len`` (no vector was learned for those positions).
+            ValueError: for an ``x`` of another shape, or positions past ``max_len``.
         """
-        if x.dim() != 3 or x.shape[1] < 1 or x.shape[-1] != self.d_model:
-            raise ValueError(
-                f"LearnedPositionalEmbedding: expected x of shape (B, L >= 1, {self.d_model}), "
-                f"received {tuple(x.shape)}"
-            )
+        check_sequences(self, self.d_model, min_len=1, x=x)
         L = x.shape[1]
-        check_positions("LearnedPositionalEmbedding", offset, L, self.max_len)
+        check_positions(self, offset, L, self.max_len)
         return x + self.weight[offset : offset + L]  # (L, D) broadcast over B
 
 
@@ -269,17 +255,13 @@ def apply_rotary(
         Tensor of the shape and dtype of ``x``.
 
     Raises:
-        ValueError: if ``d`` is odd, ``x`` has fewer than 2 dimensions, or ``positions`` is not ``(L,)``.
+        ValueError: for an ``x`` or ``positions`` of other shapes.
     """
-    if x.dim() < 2 or x.shape[-1] % 2 != 0:
+    if x.dim() < 2 or x.shape[-1] % 2 != 0 or tuple(positions.shape) != x.shape[-2:-1]:
         raise ValueError(
-            f"apply_rotary: expected x of shape (..., L, d) with d even, received {tuple(x.shape)}"
+            f"apply_rotary: expected x of shape (..., L, d) with d even and positions of shape (L,), received {tuple(x.shape)} and {tuple(positions.shape)}"
         )
-    L, d = x.shape[-2], x.shape[-1]
-    if positions.dim() != 1 or positions.shape[0] != L:
-        raise ValueError(
-            f"apply_rotary: expected positions of shape ({L},), received {tuple(positions.shape)}"
-        )
+    d = x.shape[-1]
     compute = angle_dtype(x.dtype)
     theta = rotation_frequencies(d, base, compute, x.device)  # (d/2,)
     angles = positions.to(device=x.device, dtype=compute)[:, None] * theta  # (L, d/2)
@@ -311,13 +293,15 @@ class RotaryEmbedding(nn.Module):
         interleaved: pair layout, see :func:`apply_rotary`.
 
     Raises:
-        ValueError: if ``d_head`` is not a positive even number.
+        ValueError: for a ``d_head`` that is not positive and even.
     """
 
     def __init__(self, d_head: int, base: float = 10000.0, interleaved: bool = True) -> None:
         super().__init__()
         if d_head < 2 or d_head % 2 != 0:
-            raise ValueError(f"RotaryEmbedding: expected a positive even d_head, received {d_head}")
+            raise ValueError(
+                f"{type(self).__name__}: expected a positive even d_head, received {d_head}"
+            )
         self.d_head, self.base, self.interleaved = d_head, base, interleaved
         # cos and sin of the angles of positions 0 .. n - 1, per (dtype, device), each (n, d_head/2);
         # grown (doubled) when a longer context asks for more. Not a buffer: not saved, not cast by .to().
@@ -354,14 +338,10 @@ class RotaryEmbedding(nn.Module):
         step with a key/value cache calls this twice per layer).
 
         Raises:
-            ValueError: if the last dimension of ``x`` is not ``d_head`` or ``offset`` is negative.
+            ValueError: for an ``x`` of another width or a negative ``offset``.
         """
-        if x.shape[-1] != self.d_head:
-            raise ValueError(
-                f"RotaryEmbedding: expected x of shape (..., L, {self.d_head}), "
-                f"received {tuple(x.shape)}"
-            )
-        check_nonnegative_int("RotaryEmbedding", "offset", offset)
+        check_last_dim(self, x, self.d_head)
+        check_nonnegative_int(self, "offset", offset)
         end = offset + x.shape[-2]
         cos, sin = self.cos_sin(end, angle_dtype(x.dtype), x.device)
         return _rotate(x, cos[offset:end], sin[offset:end], self.interleaved)

@@ -33,7 +33,7 @@ import math
 import torch
 from torch import Tensor, nn
 
-from ..checks import check_positive_int
+from ..checks import check_choice, check_positive_int, check_sequences, check_shape, check_type
 
 __all__ = ["RNN", "GRU"]
 
@@ -47,9 +47,8 @@ class _Recurrent(nn.Module):
 
     def __init__(self, input_size: int, hidden_size: int, bias: bool) -> None:
         super().__init__()
-        name = type(self).__name__
         for arg, n in (("input_size", input_size), ("hidden_size", hidden_size)):
-            check_positive_int(name, arg, n)
+            check_positive_int(self, arg, n)
         self.input_size, self.hidden_size = input_size, hidden_size
         rows = self.n_gates * hidden_size
         self.weight_ih = nn.Parameter(torch.empty(rows, input_size))  # (G*H, input_size)
@@ -91,30 +90,13 @@ class _Recurrent(nn.Module):
             ``L = 0`` ``all_hidden`` is empty and ``last`` is ``h_0``.
 
         Raises:
-            ValueError: if ``x`` is not ``(B, L, input_size)`` or not floating,
-                or ``h0`` is not ``(B, hidden_size)`` of the same dtype.
+            ValueError: for an ``x`` or ``h0`` of other shapes or dtypes.
         """
-        name = type(self).__name__
-        if not isinstance(x, Tensor) or x.dim() != 3 or x.shape[-1] != self.input_size:
-            got = tuple(x.shape) if isinstance(x, Tensor) else type(x).__name__
-            raise ValueError(
-                f"{name}: expected x of shape (B, L, {self.input_size}), received {got}"
-            )
-        if not x.is_floating_point():
-            raise ValueError(f"{name}: expected a floating x, received dtype {x.dtype}")
+        check_sequences(self, self.input_size, x=x)
         B, L, _ = x.shape
         if h0 is None:
             h0 = x.new_zeros(B, self.hidden_size)
-        elif (
-            not isinstance(h0, Tensor)
-            or tuple(h0.shape) != (B, self.hidden_size)
-            or h0.dtype != x.dtype
-        ):
-            got = (tuple(h0.shape), h0.dtype) if isinstance(h0, Tensor) else type(h0).__name__
-            raise ValueError(
-                f"{name}: expected h0 of shape (B, hidden_size) = ({B}, {self.hidden_size}) and dtype "
-                f"{x.dtype}, received {got}"
-            )
+        check_shape(self, "h0", h0, (B, self.hidden_size), "(B, hidden_size)", like=x)
         # The loop is sequential across positions: step t needs h_{t-1} from step t - 1.
         # Each step is parallel across the batch: one matrix product handles all B examples.
         h, states = h0, []
@@ -131,15 +113,11 @@ class _Recurrent(nn.Module):
     @classmethod
     def _check_torch(cls, m: nn.Module, torch_cls: type) -> None:
         """Reject torch modules that our single-layer, one-direction cells cannot reproduce."""
-        name = f"{cls.__name__}.from_torch"
-        if not isinstance(m, torch_cls):
-            raise ValueError(
-                f"{name}: expected nn.{torch_cls.__name__}, received {type(m).__name__}"
-            )
+        check_type(cls.from_torch, m, torch_cls)
         if m.num_layers != 1 or m.bidirectional:
             raise ValueError(
-                f"{name}: expected a single-layer, unidirectional module (num_layers=1, "
-                f"bidirectional=False), received num_layers={m.num_layers}, "
+                f"{cls.__name__}.from_torch: expected a single-layer, unidirectional module "
+                f"(num_layers=1, bidirectional=False), received num_layers={m.num_layers}, "
                 f"bidirectional={m.bidirectional}"
             )
 
@@ -170,17 +148,13 @@ class RNN(_Recurrent):
             ``(H,)`` or ``None``.
 
     Raises:
-        ValueError: if a size is not a positive int or ``nonlinearity`` is not
-            ``"tanh"``/``"relu"``.
+        ValueError: for sizes or a ``nonlinearity`` other than the above.
     """
 
     def __init__(
         self, input_size: int, hidden_size: int, nonlinearity: str = "tanh", bias: bool = True
     ) -> None:
-        if nonlinearity not in _NONLINEARITIES:
-            raise ValueError(
-                f"RNN: expected nonlinearity 'tanh' or 'relu', received {nonlinearity!r}"
-            )
+        check_choice(self, "nonlinearity", nonlinearity, tuple(_NONLINEARITIES))
         super().__init__(input_size, hidden_size, bias)
         self.nonlinearity = nonlinearity
 
@@ -203,8 +177,7 @@ class RNN(_Recurrent):
         so feed it ``(B, L, input_size)``. Dtype and device follow ``m``.
 
         Raises:
-            ValueError: if ``m`` is not an ``nn.RNN``, has ``num_layers > 1`` or
-                is bidirectional.
+            ValueError: for another module, or one of several layers or two directions.
         """
         cls._check_torch(m, nn.RNN)
         ours = cls(m.input_size, m.hidden_size, nonlinearity=m.nonlinearity, bias=m.bias)
@@ -243,7 +216,7 @@ class GRU(_Recurrent):
             ``(3H,)`` (same row order) or ``None``. The layout of ``nn.GRU``.
 
     Raises:
-        ValueError: if a size is not a positive int.
+        ValueError: for a size that is not a positive int.
     """
 
     n_gates = 3
@@ -272,8 +245,7 @@ class GRU(_Recurrent):
         Dtype and device follow ``m``.
 
         Raises:
-            ValueError: if ``m`` is not an ``nn.GRU``, has ``num_layers > 1`` or
-                is bidirectional.
+            ValueError: for another module, or one of several layers or two directions.
         """
         cls._check_torch(m, nn.GRU)
         ours = cls(m.input_size, m.hidden_size, bias=m.bias)

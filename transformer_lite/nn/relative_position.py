@@ -36,7 +36,7 @@ import math
 import torch
 from torch import Tensor, nn
 
-from ..checks import check_positive_int
+from ..checks import check_int_at_least, check_positive_int, owner_name
 
 __all__ = [
     "relative_positions",
@@ -66,11 +66,11 @@ def relative_positions(
         int64 tensor ``(L, S)``; with ``L == S`` entry ``[i, j]`` is ``j - i``.
 
     Raises:
-        ValueError: if ``L`` or ``S`` is not a positive int.
+        ValueError: for a size that is not a positive int.
     """
     S = L if S is None else S
-    check_positive_int("relative_positions", "L", L)
-    check_positive_int("relative_positions", "S", S)
+    for name, n in (("L", L), ("S", S)):
+        check_positive_int(relative_positions, name, n)
     query_pos = torch.arange(S - L, S, device=device)  # (L,): absolute positions of the queries
     key_pos = torch.arange(S, device=device)  # (S,)
     return key_pos[None, :] - query_pos[:, None]  # (L, S)
@@ -116,27 +116,34 @@ def t5_relative_bucket(
         a bucket by rounding.
 
     Raises:
-        ValueError: for a non-integer ``relative_position``, too few or an odd
-            number of (bidirectional) buckets, or ``max_distance <= n_exact``.
+        ValueError: for a ``relative_position`` or options other than the above.
     """
-    if (
-        not isinstance(relative_position, Tensor)
-        or relative_position.is_floating_point()
-        or relative_position.dtype == torch.bool
-        or relative_position.is_complex()
-    ):
+    if not isinstance(relative_position, Tensor) or relative_position.dtype not in _INTEGERS:
+        got = getattr(relative_position, "dtype", type(relative_position).__name__)
         raise ValueError(
-            "t5_relative_bucket: expected an integer tensor of relative positions, received "
-            f"{getattr(relative_position, 'dtype', type(relative_position).__name__)}"
+            f"t5_relative_bucket: expected an integer tensor of relative positions, received {got}"
         )
-    check_positive_int("t5_relative_bucket", "n_buckets", n_buckets)
-    if bidirectional and (n_buckets < 4 or n_buckets % 2):
+    _check_buckets(t5_relative_bucket, n_buckets, max_distance, bidirectional)
+    return _bucket(relative_position, n_buckets, max_distance, bidirectional)
+
+
+_INTEGERS = (torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64)
+
+
+def _check_buckets(owner, n_buckets: int, max_distance: int, bidirectional: bool) -> None:
+    """T5's bucket options: at least 2 buckets (4 and an even number if bidirectional), and a
+    ``max_distance`` beyond the ``n_exact`` buckets of one distance each."""
+    check_int_at_least(owner, "n_buckets", n_buckets, 4 if bidirectional else 2)
+    if bidirectional and n_buckets % 2:
         raise ValueError(
-            "t5_relative_bucket: expected an even n_buckets >= 4 when bidirectional, "
-            f"received {n_buckets}"
+            f"{owner_name(owner)}: expected an even n_buckets when bidirectional, received {n_buckets}"
         )
-    if not bidirectional and n_buckets < 2:
-        raise ValueError(f"t5_relative_bucket: expected n_buckets >= 2, received {n_buckets}")
+    n_exact = (n_buckets // 2 if bidirectional else n_buckets) // 2
+    check_int_at_least(owner, "max_distance", max_distance, n_exact + 1)
+
+
+def _bucket(relative_position: Tensor, n_buckets: int, max_distance: int, bidirectional: bool):
+    """:func:`t5_relative_bucket` of checked arguments."""
     rel = relative_position.long()
     if bidirectional:
         n = n_buckets // 2
@@ -146,16 +153,7 @@ def t5_relative_bucket(
         n = n_buckets
         half = torch.zeros_like(rel)
         dist = (-rel).clamp(min=0)  # how far back the key is; future keys count as distance 0
-    n_exact = n // 2
-    if (
-        isinstance(max_distance, bool)
-        or not isinstance(max_distance, int)
-        or max_distance <= n_exact
-    ):
-        raise ValueError(
-            f"t5_relative_bucket: expected an int max_distance > {n_exact} (the exact buckets), "
-            f"received {max_distance!r}"
-        )
+    n_exact = n // 2  # distances 0 .. n_exact - 1 have a bucket each
     # Log-spaced buckets for d >= n_exact. Clamping first keeps log() finite for the short distances,
     # whose value is discarded by the where() below.
     far = dist.clamp(min=n_exact).double()
@@ -183,16 +181,15 @@ class T5RelativePositionBias(nn.Module):
         weight: ``(n_buckets, n_heads)`` parameter, initialised N(0, 0.02^2).
 
     Raises:
-        ValueError: as :func:`t5_relative_bucket`, or if ``n_heads`` is not a positive int.
+        ValueError: for ``n_heads`` or bucket options other than the above.
     """
 
     def __init__(
         self, n_heads: int, n_buckets: int = 32, max_distance: int = 128, bidirectional: bool = True
     ) -> None:
         super().__init__()
-        check_positive_int("T5RelativePositionBias", "n_heads", n_heads)
-        # validate
-        t5_relative_bucket(torch.zeros(1, dtype=torch.long), n_buckets, max_distance, bidirectional)
+        check_positive_int(self, "n_heads", n_heads)
+        _check_buckets(self, n_buckets, max_distance, bidirectional)
         self.n_heads, self.n_buckets = n_heads, n_buckets
         self.max_distance, self.bidirectional = max_distance, bidirectional
         self.weight = nn.Parameter(torch.randn(n_buckets, n_heads) * 0.02)
@@ -204,15 +201,10 @@ class T5RelativePositionBias(nn.Module):
             ``(1, H, L, S)`` in the dtype of ``weight``: ``weight[bucket(j - i), h]``.
 
         Raises:
-            ValueError: if ``L`` or ``S`` is not a positive int.
+            ValueError: for a size that is not a positive int.
         """
-        # (L, S)
-        buckets = t5_relative_bucket(
-            relative_positions(L, S, self.weight.device),
-            self.n_buckets,
-            self.max_distance,
-            self.bidirectional,
-        )
+        rel = relative_positions(L, S, self.weight.device)  # (L, S)
+        buckets = _bucket(rel, self.n_buckets, self.max_distance, self.bidirectional)  # (L, S)
         # (L, S, H) -> (H, L, S) -> (1, H, L, S)
         return self.weight[buckets].permute(2, 0, 1).unsqueeze(0)
 
@@ -242,15 +234,13 @@ class ClippedRelativePositionBias(nn.Module):
             Initialised N(0, 0.02^2).
 
     Raises:
-        ValueError: if ``n_heads`` or ``max_relative_position`` is not a positive int.
+        ValueError: for sizes that are not positive ints.
     """
 
     def __init__(self, n_heads: int, max_relative_position: int) -> None:
         super().__init__()
-        check_positive_int("ClippedRelativePositionBias", "n_heads", n_heads)
-        check_positive_int(
-            "ClippedRelativePositionBias", "max_relative_position", max_relative_position
-        )
+        check_positive_int(self, "n_heads", n_heads)
+        check_positive_int(self, "max_relative_position", max_relative_position)
         self.n_heads, self.max_relative_position = n_heads, max_relative_position
         self.weight = nn.Parameter(torch.randn(2 * max_relative_position + 1, n_heads) * 0.02)
 
@@ -261,7 +251,7 @@ class ClippedRelativePositionBias(nn.Module):
             ``(1, H, L, S)`` in the dtype of ``weight``: ``weight[clip(j - i, -k, k) + k, h]``.
 
         Raises:
-            ValueError: if ``L`` or ``S`` is not a positive int.
+            ValueError: for a size that is not a positive int.
         """
         k = self.max_relative_position
         # (L, S), values 0 .. 2k
@@ -297,9 +287,9 @@ def alibi_slopes(
         Tensor ``(H,)`` of slopes in (0, 1).
 
     Raises:
-        ValueError: if ``n_heads`` is not a positive int.
+        ValueError: for an ``n_heads`` that is not a positive int.
     """
-    check_positive_int("alibi_slopes", "n_heads", n_heads)
+    check_positive_int(alibi_slopes, "n_heads", n_heads)
 
     def geometric(n: int) -> list[float]:  # 2^(-8(h+1)/n) for h = 0 .. n - 1
         return [2.0 ** (-8.0 * h / n) for h in range(1, n + 1)]
@@ -349,7 +339,7 @@ def alibi_bias(
         ``(1, H, L, S)`` float tensor (values ``<= 0``; ``-inf`` only when ``causal``).
 
     Raises:
-        ValueError: if ``n_heads``, ``L`` or ``S`` is not a positive int, or ``dtype`` is not floating.
+        ValueError: for sizes or a ``dtype`` other than the above.
     """
     if not dtype.is_floating_point:
         raise ValueError(f"alibi_bias: expected a floating dtype, received {dtype}")

@@ -26,7 +26,7 @@ from safetensors.torch import load_file
 from tokenizers import Tokenizer
 from torch import Tensor, nn
 
-from ..checks import check_token_ids
+from ..checks import check_marker, check_shape, embed
 from ..nn.blocks import TransformerBlock
 from ..nn.masks import padding_mask
 from ..nn.normalization import LayerNorm
@@ -141,23 +141,19 @@ class BertEncoder(nn.Module):
             layer and a tuple of ``n_layers`` attention-weight tensors ``(B, H, L, L)``.
 
         Raises:
-            ValueError: if ``input_ids`` is not a 2-D integer tensor, ids fall outside
-                the vocabulary, ``L > max_len``, or the mask / token types have another shape.
+            ValueError: for ids, a mask or token types other than the above, or ``L > max_len``.
         """
-        check_token_ids("BertEncoder", "input_ids", input_ids, self.config.vocab_size)
-        B, L = input_ids.shape
-        for name, t in (("attention_mask", attention_mask), ("token_type_ids", token_type_ids)):
-            if t is not None and tuple(t.shape) != (B, L):
-                raise ValueError(
-                    f"BertEncoder: expected {name} of shape {(B, L)}, received {tuple(t.shape)}"
-                )
+        # (B, L, D): token + position; the lookup refuses ids outside the vocabulary
+        x = self.position_embedding(embed(self, "input_ids", self.token_embedding, input_ids))
+        if attention_mask is not None:
+            check_marker(self, "attention_mask", attention_mask, input_ids.shape)
         if token_type_ids is None:
             token_type_ids = torch.zeros_like(input_ids)
-        # (B, L, D)
-        x = self.position_embedding(self.token_embedding(input_ids))  # token + position
-        x = x + self.token_type_embedding(token_type_ids)
+        check_shape(self, "token_type_ids", token_type_ids, input_ids.shape)
+        x = x + embed(self, "token_type_ids", self.token_type_embedding, token_type_ids)
         x = self.embedding_norm(x)
-        mask = padding_mask(attention_mask) if attention_mask is not None else None  # (B, 1, 1, L)
+        # (B, 1, 1, L): nonzero = a real token
+        mask = padding_mask(attention_mask != 0) if attention_mask is not None else None
         attentions = []
         for block in self.blocks:
             x, weights = block(x, attn_mask=mask)  # (B, L, D), (B, H, L, L)
