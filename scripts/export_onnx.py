@@ -7,20 +7,21 @@
 * ``charlm.onnx``: the chapter-8 character model (a ``tl.DecoderOnlyTransformer`` read with
   ``load_checkpoint``), input ``input_ids`` int64 ``(1, max_len)``, outputs ``logits`` float32
   ``(1, max_len, V)`` and ``attentions`` float32 ``(1, n_layers, H, max_len, max_len)``. The length is
-  fixed (the tracer cannot carry a variable length through the causal mask's construction): a text of
-  ``L <= max_len`` characters is fed right-padded with id 0, and its logits are rows ``0 .. L - 1``.
-  That is exact, not an approximation: the model is causal, so row ``t`` never sees the padding after
-  ``t`` (its weights on those keys are exactly zero); the tests check it.
+  fixed, the window the page feeds: a text of ``L <= max_len`` characters is fed right-padded with
+  id 0, and its logits are rows ``0 .. L - 1``. That is exact, not an approximation: the model is
+  causal, so row ``t`` never sees the padding after ``t`` (its weights on those keys are exactly
+  zero); the tests check it.
 * ``manifest.json``: what the page needs besides the graphs (vocabulary, sizes, file sizes, hashes),
   and the key of the inputs the export was made from (``source_key``), so a build re-exports only
   when the weights, the package or this script change.
 
-The graphs are traced from the package's own modules with PyTorch's TorchScript-based ONNX
-exporter (``torch.onnx.export(..., dynamo=False)``; the ``torch.export``-based one stops at the
-modules' input checks, which read tensor values). The checks become constants of the trace, so the
-page validates its inputs itself (ids in range, ``L`` within the positions). Weights stay float32:
-``tests/test_live_export.py`` proves each graph, run by ``onnxruntime``, equal to the module within
-1e-4 on hidden states, logits and attention weights.
+The graphs are captured from the package's own modules by PyTorch's current exporter
+(``torch.onnx.export(..., dynamo=True)``: ``torch.export`` then onnxscript, opset 18), which follows
+the modules' input checks because they read shapes only, never a tensor's values. MiniLM's length is
+a dynamic dimension ``L`` in ``[1, 512]`` (the positions it has). The graphs hold no checks, so the
+page validates its inputs itself (ids in range, ``L`` within the positions). Weights stay float32, in
+the one ``.onnx`` file (no external data): ``tests/test_live_export.py`` proves each graph, run by
+``onnxruntime``, equal to the module within 1e-4 on hidden states, logits and attention weights.
 
 Usage (the book's build runs it through ``book/_ext/live_models.py`` when the output is stale)::
 
@@ -43,7 +44,7 @@ from torch import Tensor, nn
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_CHECKPOINT = ROOT / "checkpoints" / "ch8_transformer.safetensors"
-OPSET = 17
+OPSET = 18  # the lowest the exporter's onnxscript functions (torchlib) are written for
 MINILM_FILES = ("tokenizer.json", "tokenizer_config.json")
 
 
@@ -84,16 +85,13 @@ class AttentionOutputs(nn.Module):
 
 
 def _export(
-    module: nn.Module, example: Tensor, path: Path, out_name: str, dynamic: bool = True
+    module: nn.Module, example: Tensor, path: Path, out_name: str, max_len: int | None = None
 ) -> None:
-    axes = (
-        {"input_ids": {1: "L"}, out_name: {1: "L"}, "attentions": {3: "L", 4: "L"}}
-        if dynamic
-        else None
-    )
+    """Export ``AttentionOutputs(module)`` on ``example`` ``(1, L)``; with ``max_len``, ``L`` is a
+    dynamic dimension in ``[1, max_len]``, otherwise fixed at the example's length."""
+    shapes = ({1: torch.export.Dim("L", min=1, max=max_len)},) if max_len else None
     with warnings.catch_warnings():
-        # tracer warnings about the input checks, the legacy exporter's notice
-        warnings.simplefilter("ignore")
+        warnings.simplefilter("ignore")  # the exporter's notices (deprecations inside torch)
         torch.onnx.export(
             AttentionOutputs(module).eval(),
             (example,),
@@ -101,9 +99,11 @@ def _export(
             input_names=["input_ids"],
             output_names=[out_name, "attentions"],
             opset_version=OPSET,
-            dynamo=False,
-            do_constant_folding=True,
-            dynamic_axes=axes,
+            dynamo=True,
+            dynamic_shapes=shapes,
+            external_data=False,  # the weights inside the one file the page loads
+            optimize=True,
+            verbose=False,
         )
 
 
@@ -115,7 +115,7 @@ def export_minilm(out_dir: Path) -> dict:
     example = torch.tensor([tokenizer.encode("The cat sat on the mat because it was tired.")])
     path = out_dir / "minilm.onnx"
     with torch.no_grad():
-        _export(encoder, example, path, "hidden")
+        _export(encoder, example, path, "hidden", max_len=encoder.config.max_len)
     folder = minilm_folder()
     for name in MINILM_FILES:
         (out_dir / name).write_bytes((folder / name).read_bytes())
@@ -148,7 +148,7 @@ def export_charlm(checkpoint: Path, out_dir: Path) -> dict:
     example = torch.zeros((1, c.max_len), dtype=torch.long)
     path = out_dir / "charlm.onnx"
     with torch.no_grad():
-        _export(model, example, path, "logits", dynamic=False)
+        _export(model, example, path, "logits")
     return {
         "file": path.name,
         "bytes": path.stat().st_size,
