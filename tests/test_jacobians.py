@@ -320,7 +320,7 @@ def test_errors():
         rnn_step_jacobians(gru, x)
     with pytest.raises(ValueError, match="expected a transformer_lite RNN or GRU, received RNN"):
         autograd_step_jacobians(nn.RNN(2, 3), x)
-    with pytest.raises(ValueError, match=r"expected x of shape \(B, L, 2\), received \(4, 2\)"):
+    with pytest.raises(ValueError, match=r"expected x of shape \(B, len, 2\), received \(4, 2\)"):
         rnn_step_jacobians(rnn, x[0])
     with pytest.raises(
         ValueError, match=r"expected jacobians of shape \(B, L, H, H\), received \(4, 3, 3\)"

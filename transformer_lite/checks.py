@@ -64,22 +64,22 @@ def _is_int_at_least(n, minimum: int) -> bool:
     return isinstance(n, int) and not isinstance(n, bool) and n >= minimum
 
 
-def check_int_at_least(owner, name: str, n, minimum: int) -> None:
-    """Raise ``ValueError`` unless ``n`` is an ``int`` (not a ``bool``) ``>= minimum``."""
+def check_int_at_least(owner, name: str, n, minimum: int, expected: str = "") -> None:
+    """Raise ``ValueError`` unless ``n`` is an ``int`` (not a ``bool``) ``>= minimum``; ``expected``
+    words the requirement (default ``"{name} to be an int >= {minimum}"``)."""
     if not _is_int_at_least(n, minimum):
-        expected = {1: f"{name} to be a positive int", 0: f"an int {name} >= 0"}
-        what = expected.get(minimum, f"{name} to be an int >= {minimum}")
-        raise ValueError(f"{owner_name(owner)}: expected {what}, received {n!r}")
+        expected = expected or f"{name} to be an int >= {minimum}"
+        raise ValueError(f"{owner_name(owner)}: expected {expected}, received {n!r}")
 
 
 def check_positive_int(owner, name: str, n) -> None:
     """Raise ``ValueError`` unless ``n`` is an ``int`` (not a ``bool``) ``>= 1``."""
-    check_int_at_least(owner, name, n, 1)
+    check_int_at_least(owner, name, n, 1, f"{name} to be a positive int")
 
 
 def check_nonnegative_int(owner, name: str, n) -> None:
     """Raise ``ValueError`` unless ``n`` is an ``int`` (not a ``bool``) ``>= 0``, e.g. an offset."""
-    check_int_at_least(owner, name, n, 0)
+    check_int_at_least(owner, name, n, 0, f"an int {name} >= 0")
 
 
 def check_positive_sizes(owner, **sizes: int) -> None:
