@@ -47,10 +47,10 @@ SHIPPED = {"transformer": "ch8_transformer", "gru": "ch8_gru"}  # the 1e-2, seed
 STEPS = 1000
 
 
-def command(model: str, lr: str, seed: int, out: Path) -> list[str]:
+def command(model: str, lr: str, seed: int, out: Path, steps: int = STEPS) -> list[str]:
     return [
         sys.executable, "-m", "transformer_lite.training.train", "--model", model,
-        "--lr", lr, "--seed", str(seed), "--steps", str(STEPS), "--threads", "1",
+        "--lr", lr, "--seed", str(seed), "--steps", str(steps), "--threads", "1",
         "--no-progress", "--out-dir", str(out),
     ]  # fmt: skip
 
