@@ -2,7 +2,8 @@
 
 Each page is opened in a fresh browser context (empty cache) in Debian's Chromium, driven by
 Playwright, with Chromium's own network throttling (DevTools ``Network.emulateNetworkConditions``:
-10 Mbit/s down and up, 40 ms latency; the CPU is not slowed). Recorded per page:
+10 Mbit/s down and up, 40 ms latency; the CPU is not slowed unless ``--cpu 4`` asks for a cheap
+phone's 4x slow-down). Recorded per page:
 
 * ``fcp_s``: first contentful paint (``performance.getEntriesByName('first-contentful-paint')``);
 * ``dcl_s``, ``load_s``: DOMContentLoaded and the load event, from the navigation entry;
@@ -44,6 +45,7 @@ PAGES = [
     "notebooks/06_rnn_gradients.html",
     "notebooks/07_cost.html",
     "notebooks/08_language_model.html",
+    "notebooks/09_build_a_gpt.html",
     "live.html",
 ]
 MBIT = 10
@@ -68,12 +70,14 @@ MEASURE = """() => {
 }"""
 
 
-def measure(browser, url: str) -> dict:
+def measure(browser, url: str, cpu: float = 1) -> dict:
     context = browser.new_context(viewport={"width": 1280, "height": 1000})
     page = context.new_page()
     cdp = context.new_cdp_session(page)
     cdp.send("Network.enable")
     cdp.send("Network.setCacheDisabled", {"cacheDisabled": True})
+    if cpu > 1:  # a cheap phone: Chromium runs the page's work this many times slower
+        cdp.send("Emulation.setCPUThrottlingRate", {"rate": cpu})
     cdp.send(
         "Network.emulateNetworkConditions",
         {
@@ -100,6 +104,9 @@ def main() -> None:
     )
     ap.add_argument("--commit", default="", help="the commit the site was built from")
     ap.add_argument("--repeats", type=int, default=3, help="loads per page; the median is kept")
+    ap.add_argument(
+        "--cpu", type=float, default=1, help="CPU slow-down factor (4: a cheap phone; 1: none)"
+    )
     args = ap.parse_args()
 
     from playwright.sync_api import sync_playwright
@@ -110,7 +117,7 @@ def main() -> None:
             executable_path=CHROMIUM, args=["--no-sandbox", "--disable-gpu"]
         )
         for name in PAGES:
-            runs = [measure(browser, f"{args.url}/{name}") for _ in range(args.repeats)]
+            runs = [measure(browser, f"{args.url}/{name}", args.cpu) for _ in range(args.repeats)]
             row = dict(runs[0])
             for key in ("fcp_s", "dcl_s", "load_s", "plotly_end_s"):
                 vals = [r[key] for r in runs if r[key] is not None]
@@ -129,7 +136,8 @@ def main() -> None:
     data[args.label] = {
         "when": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
         "commit": args.commit,
-        "throttling": f"{MBIT} Mbit/s down and up, {LATENCY_MS} ms latency, cache disabled, CPU not slowed",
+        "throttling": f"{MBIT} Mbit/s down and up, {LATENCY_MS} ms latency, cache disabled, "
+        + (f"CPU slowed {args.cpu:g}x" if args.cpu > 1 else "CPU not slowed"),
         "machine": f"{platform.machine()}, {platform.system()} {platform.release()}, Chromium {CHROMIUM}",
         "repeats": args.repeats,
         "pages": results,
