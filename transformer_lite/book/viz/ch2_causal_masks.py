@@ -76,6 +76,7 @@ def plot_batch_masks(
     stage_names: Sequence[str],
     row_titles: Sequence[str],
     title: str = "",
+    cell_size: float = 0.14,
 ) -> plt.Figure:
     """The bool masks of every row of a batch at several stages (prefill, decode steps), one panel each.
 
@@ -90,6 +91,8 @@ def plot_batch_masks(
         stage_names: one name per stage, put in front of the query-axis label.
         row_titles: one title per row of the batch, above its column.
         title: what the reader should notice (the figure's title).
+        cell_size: inches per mask cell; the default fits three rows of seven keys in the book's
+            6.2-in column.
 
     Returns:
         The figure.
@@ -131,8 +134,8 @@ def plot_batch_masks(
     fig, axes = plt.subplots(
         n_stages,
         B,
-        # about a quarter of an inch per cell: three rows of seven keys fit the book's column
-        figsize=(1.0 + B * (0.75 + 0.24 * width), 1.1 + 0.24 * sum(heights)),
+        # cell_size inches per cell, plus room for each panel's query labels
+        figsize=(1.0 + B * (0.75 + cell_size * width), 1.1 + cell_size * sum(heights)),
         gridspec_kw={"height_ratios": heights},
         squeeze=False,
         constrained_layout=True,
