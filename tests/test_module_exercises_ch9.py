@@ -600,6 +600,16 @@ def test_capstone_passes_and_records(trained, capsys):
     assert record["val_loss"] < record["unigram_loss"] - ch9.CAPSTONE_MARGIN
     assert record["logit_difference"] <= 1e-8 and len(record["losses"]) == 200
     assert record["sample"].startswith("HAMLET\n") and set(record) >= {"model", "greedy", "seconds"}
+    # the baseline on the checker's own windows, beside the whole held-out text's
+    assert abs(record["unigram_window_loss"] - record["unigram_loss"]) < 0.1
+
+
+def test_unigram_window_loss_scores_the_windows_targets():
+    # training text "aaab": p(a) = 3/4, p(b) = 1/4; targets a, b, b in two windows
+    corpus = type("Corpus", (), {"train_ids": torch.tensor([0, 0, 0, 1]), "vocab": "ab"})
+    windows = [(None, torch.tensor([[0, 1]])), (None, torch.tensor([[1]]))]
+    by_hand = (-(math.log(3 / 4) + math.log(1 / 4)) / 2 - math.log(1 / 4)) / 2
+    assert ch9.unigram_window_loss(corpus, windows) == pytest.approx(by_hand, rel=1e-12)
 
 
 def _untrained(corpus):

@@ -791,6 +791,14 @@ def unigram_loss(corpus) -> float:
     return -sum(n / n_val * math.log(counts[ch] / n_train) for ch, n in val_counts.items())
 
 
+def unigram_window_loss(corpus, windows) -> float:
+    """The unigram baseline of :func:`unigram_loss` scored on given ``(inputs, targets)`` windows
+    (mean over the windows' targets), so that a model's loss on them can be compared like for like."""
+    counts = torch.bincount(corpus.train_ids, minlength=len(corpus.vocab)).double()
+    log_p = torch.log(counts / counts.sum())  # (V,)
+    return sum(float(-log_p[y].mean()) for _, y in windows) / len(windows)
+
+
 def _sizes_of(model: nn.Module) -> tuple:
     """``(V, max_len, d_model, n_heads, n_layers, d_ff)`` read off the learner's GPT."""
     try:
@@ -830,7 +838,8 @@ def check_capstone(train_fn: Callable, generate: Callable, record: dict | None =
     :class:`~transformer_lite.models.decoder_only.DecoderOnlyTransformer` with the trained weights loaded
     gives the same logits (float64, on those windows); and greedy generation with the cache gives the
     same characters as without it and as the package's ``generate``. What it measured goes into
-    ``record`` (a dict, if given): ``model``, ``losses``, ``seconds``, ``val_loss``, ``unigram_loss``,
+    ``record`` (a dict, if given): ``model``, ``losses``, ``seconds``, ``val_loss``, ``unigram_loss``
+    (on all the held-out text), ``unigram_window_loss`` (on the same windows as ``val_loss``),
     ``n_parameters``, ``logit_difference``, ``greedy`` and ``sample`` (text, drawn at ``temperature``).
 
     Raises:
@@ -922,6 +931,7 @@ def check_capstone(train_fn: Callable, generate: Callable, record: dict | None =
             seconds=seconds,
             val_loss=val_loss,
             unigram_loss=baseline,
+            unigram_window_loss=unigram_window_loss(corpus, windows),
             n_parameters=n_parameters,
             logit_difference=gap,
             greedy=vocab.decode(expected[0]),
