@@ -144,7 +144,8 @@ class DecoderOnlyTransformer(nn.Module):
     ``logits = head(final_norm(blocks(dropout(embed(ids) + positions))))``; with rotary
     positions nothing is added to the embeddings (queries and keys are rotated in every
     layer instead). The final norm is used with pre-norm blocks only (a post-norm block
-    already ends with a norm). Weights are initialised N(0, 0.02^2), biases 0, as in GPT-2.
+    already ends with a norm). Weights are initialised N(0, 0.02^2), biases 0, as in GPT-2,
+    without GPT-2's 1/sqrt(N) scaling of the residual layers' weights.
 
     Args:
         config: a :class:`DecoderOnlyConfig`.
@@ -433,7 +434,7 @@ def _check_left_padding(owner, input_ids: Tensor, attention_mask: Tensor) -> Non
 
 
 def _init_weights(module: nn.Module) -> None:
-    """GPT-2 initialisation: N(0, 0.02^2) for linear and embedding weights, zero biases."""
+    """GPT-2's N(0, 0.02^2) for linear and embedding weights, zero biases (no 1/sqrt(N) scaling)."""
     if isinstance(module, (nn.Linear, nn.Embedding)):
         nn.init.normal_(module.weight, mean=0.0, std=0.02)
     if isinstance(module, nn.Linear) and module.bias is not None:
