@@ -33,7 +33,7 @@ lock:
 	  --no-emit-find-links -o requirements.lock requirements.in
 
 # The book renders the outputs stored in the notebooks (verified by `make test`); nothing is executed.
-# The build also exports the live models to ONNX into build/live/ (scripts/export_onnx.py, about 30 s,
+# The build also exports the live models to ONNX into build/live/ (scripts/export_onnx.py, about 15 s,
 # only when the weights, the package or the script changed) and copies them into the site.
 book: install
 	jupyter-book build book -W -n --keep-going
