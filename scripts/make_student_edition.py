@@ -38,6 +38,8 @@ BEGIN = re.compile(r"^(\s*)# BEGIN SOLUTION\s*$")
 END = re.compile(r"^\s*# END SOLUTION\s*$")
 STUB = 'raise NotImplementedError("exercise: replace this line with your code")'
 BIB = Path(__file__).resolve().parents[1] / "book" / "references.bib"
+# ``{chapter-time}`NN_name```: the book's role for a chapter's stored run time (book/_ext/chapter_times.py)
+CHAPTER_TIME = re.compile(r"\{chapter-time\}`([^`]+)`")
 GLUE = re.compile(r"\{glue(?::text)?\}`([^`:]+)(?::([^`]*))?`")
 CITE = re.compile(r"\{cite(?::[a-z]+)?\}`([^`]+)`")
 REF = re.compile(r"\{(?:ref|numref)\}`([^`]+)`")
@@ -182,6 +184,7 @@ def student_notebook(
     readable without MyST. ``chapter`` numbers the exercises; ``labels`` maps exercise labels of
     every chapter to "Exercise N.k" (for ``{ref}`` across chapters)."""
     glue, bib = glued_values(nb), parse_file(str(BIB))
+    run_time = stored_run_time(nb)
     own = exercise_labels(nb, chapter)
     labels = {**section_labels(nb), **own, **(labels or {})}
     numbers = list(own.values()) + [f"Exercise {chapter}.{k}" for k in range(len(own) + 1, 100)]
@@ -202,12 +205,25 @@ def student_notebook(
         if cell.cell_type == "code":
             cell.outputs, cell.execution_count = [], None
         elif cell.cell_type == "markdown":
+            cell.source = CHAPTER_TIME.sub(run_time, cell.source)
             cell.source = readable_markdown(cell.source, glue, bib, labels, numbers)
         cells.append(cell)
     out = nbformat.from_dict(dict(nb))
     out.cells = cells
     out.metadata.pop("widgets", None)
     return out
+
+
+def stored_run_time(nb: nbformat.NotebookNode) -> str:
+    """The wall time of the notebook's stored run, as the book's ``chapter-time`` role writes it."""
+    import importlib.util
+
+    path = Path(__file__).resolve().parents[1] / "book" / "_ext" / "chapter_times.py"
+    spec = importlib.util.spec_from_file_location("chapter_times", path)
+    times = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(times)
+    wall = times.notebook_times(nb)["wall_s"]
+    return times.format_duration(wall) if wall is not None else "not timed"
 
 
 def chapter_number(path: Path) -> int:

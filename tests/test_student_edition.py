@@ -68,7 +68,8 @@ def test_student_markdown_has_no_myst_left(path):
     chapter = nbformat.read(path, as_version=4)
     student = gen.student_notebook(chapter, gen.chapter_number(path))
     text = "\n".join(c.source for c in student.cells if c.cell_type == "markdown")
-    for marker in ("{exercise}", "{glue", "{cite", "{ref}", "{numref}", "Solutions are hidden"):
+    markers = ("{exercise}", "{glue", "{cite", "{ref}", "{numref}", "{chapter-time}")
+    for marker in markers + ("Solutions are hidden",):
         assert marker not in text, f"{marker!r} left in the student edition of {path.name}"
     target = re.search(r"^\([\w-]+\)=", text, re.M)
     assert target is None, f"section target {target and target.group(0)!r} left in {path.name}"
