@@ -12,7 +12,7 @@ B = 1, a few heads of d_head = 64):
    returns per-head weights);
 3. peak memory of one call of each attention function, two ways: the peak of
    PyTorch's CPU allocations read from ``torch.profiler``
-   (``transformer_lite.book.measure.peak_allocated_bytes``), and the
+   (``transformer_lite.chapters.measure.peak_allocated_bytes``), and the
    growth of the maximum resident set size of a fresh subprocess per
    configuration (``VmHWM`` of /proc/self/status); next to the bytes of one L x L
    float32 score matrix per head.
@@ -61,7 +61,7 @@ from transformer_lite import (
     memory_efficient_attention,
     scaled_dot_product_attention,
 )
-from transformer_lite.book.measure import peak_allocated_bytes
+from transformer_lite.chapters.measure import peak_allocated_bytes
 
 HERE = Path(__file__).resolve().parent
 IMPLS = ("ours_direct", "ours_tiled", "torch_sdpa")

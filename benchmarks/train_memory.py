@@ -6,7 +6,7 @@ script continues the measurement to ``--lengths`` (512 to 4096), two independent
 process per (method, L, measure), one thread, float32, q, k, v random of shape (1, 4, L, 64)
 with ``requires_grad``, a fixed upstream gradient of ones:
 
-- ``alloc``: ``transformer_lite.book.measure.peak_allocated_bytes`` of one forward and backward
+- ``alloc``: ``transformer_lite.chapters.measure.peak_allocated_bytes`` of one forward and backward
   pass (torch's profiler records every allocation and free of PyTorch's CPU allocator; the peak of
   their running sum). Exact for tensors, and the same number on every run: the gradients of q, k,
   v are counted, the inputs are not; BLAS work buffers and allocator overhead are not seen.
@@ -106,7 +106,7 @@ def child(method: str, L: int, measure: str, block: int) -> int:
     """In a fresh process: one measurement in bytes."""
     import torch
 
-    from transformer_lite.book.measure import peak_allocated_bytes
+    from transformer_lite.chapters.measure import peak_allocated_bytes
 
     torch.set_num_threads(1)
     gen = torch.Generator().manual_seed(0)

@@ -39,7 +39,7 @@ The rules follow the book's (``scripts/make_student_edition.py``):
 * the markdown is made readable in plain Jupyter as in the student edition (exercise boxes,
   glued values, citations, references to other exercises).
 
-nbgrader's cell metadata is schema version 3; ``tests/test_nbgrader.py`` runs nbgrader's
+nbgrader's cell metadata is schema version 3; ``tests/book/test_nbgrader.py`` runs nbgrader's
 ``generate_assignment`` and ``autograde`` on an exported chapter with a correct and an empty
 submission.
 """

@@ -20,7 +20,7 @@ The graphs are captured from the package's own modules by PyTorch's current expo
 the modules' input checks because they read shapes only, never a tensor's values. MiniLM's length is
 a dynamic dimension ``L`` in ``[1, 512]`` (the positions it has). The graphs hold no checks, so the
 page validates its inputs itself (ids in range, ``L`` within the positions). Weights stay float32, in
-the one ``.onnx`` file (no external data): ``tests/test_live_export.py`` proves each graph, run by
+the one ``.onnx`` file (no external data): ``tests/book/test_live_export.py`` proves each graph, run by
 ``onnxruntime``, equal to the module within 1e-4 on hidden states, logits and attention weights.
 
 Usage (the book's build runs it through ``book/_ext/live_models.py`` when the output is stale)::

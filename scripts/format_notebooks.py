@@ -4,7 +4,7 @@
 re-serialise floats in the stored plotly figures (0.24750000000000003 becomes
 0.24750000000000005): a different number. This script lets ruff work on a copy and then
 copies only the code cells' sources back, writing the notebook as Jupyter does (one-space
-indent, UTF-8). The settings are notebooks/ruff.toml; ``tests/test_style.py`` checks the result.
+indent, UTF-8). The settings are notebooks/ruff.toml; ``tests/book/test_style.py`` checks the result.
 
 Usage (from the repository root)::
 

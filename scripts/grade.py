@@ -160,13 +160,13 @@ def graded_notebook(
 # ``check_...`` or patches the exercises module cannot stand in for the book's checker.
 FRESH_CHECKER = """\
 import importlib as _importlib, pkgutil as _pkgutil, sys as _sys
-for _name in [m for m in _sys.modules if m.startswith("transformer_lite.book.exercises")]:
+for _name in [m for m in _sys.modules if m.startswith("transformer_lite.chapters.exercises")]:
     del _sys.modules[_name]
-_exercises = _importlib.import_module("transformer_lite.book.exercises")
+_exercises = _importlib.import_module("transformer_lite.chapters.exercises")
 {name} = next(
     getattr(_module, "{name}")
     for _module in [_exercises] + [
-        _importlib.import_module(f"transformer_lite.book.exercises.{{_m.name}}")
+        _importlib.import_module(f"transformer_lite.chapters.exercises.{{_m.name}}")
         for _m in _pkgutil.iter_modules(_exercises.__path__)
     ]
     if hasattr(_module, "{name}")
@@ -250,7 +250,7 @@ def preamble(workdir: Path, imports: str = "") -> nbformat.NotebookNode:
 
     source = (
         (imports + "\n" if imports else "")
-        + "import torch\nimport transformer_lite.book.exercises\n\n"
+        + "import torch\nimport transformer_lite.chapters.exercises\n\n"
         + inspect.getsource(_guard)
         + f"\n\n_guard({str(workdir)!r})\ndel _guard\n"
     )

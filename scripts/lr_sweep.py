@@ -18,7 +18,7 @@ Writes:
 * ``checkpoints/ch8_<model>_lr<lr>.safetensors`` (and ``_history.json``): the seed-0 run at each
   learning rate other than 1e-2.
 
-``tests/test_checkpoints.py`` re-measures every shipped checkpoint. Usage (about 2.5 min per run
+``tests/training/test_checkpoints.py`` re-measures every shipped checkpoint. Usage (about 2.5 min per run
 on one core of an idle machine, several times that on a busy one; 16 runs to train, whose
 checkpoints and summary replace the shipped ones in ``checkpoints/``: ``--checkpoints DIR`` writes them
 elsewhere)::

@@ -21,7 +21,7 @@ Rules, applied to every notebook of the source folder:
   ``{ref}`` to an exercise becomes "Exercise N.k", and the legend's "Solutions are hidden"
   sentence, false here, is replaced.
 
-The checkers in :mod:`transformer_lite.book.exercises` print "not implemented yet"
+The checkers in :mod:`transformer_lite.chapters.exercises` print "not implemented yet"
 for a stub, so a student notebook runs from top to bottom before any exercise is done.
 """
 

@@ -109,7 +109,7 @@ def _torch_layer(kind, d_model, n_heads, d_ff, norm_first, activation, seed, eps
 # golden files, small seeded models for the training smoke tests, and from_torch's type check.
 
 
-# The built book, shared by the browser tests (tests/browser/) and the launch-button tests: one build per
+# The built book, shared by the browser tests (tests/book/browser/) and the launch-button tests: one build per
 # session, the README's command (`jupyter-book build book -W -n --keep-going`, into book/_build/html) with
 # a stand-in repository address, so that the pages carry the Binder and Colab buttons a published book has.
 ROOT = Path(__file__).resolve().parents[1]

@@ -50,7 +50,7 @@ are not compared value by value at all: such a cell carries the ``nbval-ignore-o
 and the chapter asserts the claim its text makes about them (a loss inside a band, an
 accuracy above a bound) in a cell that nbval runs.
 
-``tests/test_nbval_tolerance.py`` shows that each kind of comparison fails on a real change.
+``tests/book/test_nbval_tolerance.py`` shows that each kind of comparison fails on a real change.
 """
 
 from __future__ import annotations

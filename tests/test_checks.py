@@ -2,8 +2,8 @@
 
 Oracles: the messages the docstrings promise; a module's mode before and after; importlib.metadata;
 ``torch.export``, which refuses a forward that reads a tensor's values (a check there would).
-(The blocks' post-norm and pre-norm formulas are checked against torch's layers in test_block.py
-and test_decoder.py.)
+(The blocks' post-norm and pre-norm formulas are checked against torch's layers in tests/nn/test_blocks.py
+and tests/nn/test_decoder_block.py.)
 """
 
 import importlib.metadata
@@ -25,7 +25,7 @@ from transformer_lite.checks import (
     embed,
     eval_mode,
 )
-from transformer_lite.pretrained.files import installed_files
+from transformer_lite.files import installed_files
 
 
 @pytest.mark.parametrize("training", [True, False])

@@ -9,7 +9,7 @@ The package reads in the order of the book:
 - :mod:`transformer_lite.pretrained`: loaders of published weights (MiniLM, SmolLM2);
 - :mod:`transformer_lite.training`: data, toy tasks and the training loop (``python -m
   transformer_lite.training.train``);
-- :mod:`transformer_lite.book`: the book's figures, widgets, exercise checkers and analyses;
+- :mod:`transformer_lite.chapters`: the book's figures, widgets, exercise checkers and analyses;
 - :mod:`transformer_lite.checks`: the input checks of the public entry points.
 
 Every public component is batch-first, documents its shapes and its source,

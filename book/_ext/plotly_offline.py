@@ -1,7 +1,7 @@
 """Sphinx extension: serve plotly.js from the built site, and draw each figure when the reader nears it.
 
 The interactive figures of the chapters are stored in the notebooks as HTML fragments that call
-``Plotly.newPlot`` inline (see ``transformer_lite.book.interactive.show``). Loading plotly.min.js
+``Plotly.newPlot`` inline (see ``transformer_lite.chapters.interactive.show``). Loading plotly.min.js
 (4.8 MB) as a synchronous script in ``<head>`` kept every chapter blank until it had arrived
 (issue 24: first paint 8.9-10.6 s at 10 Mbit/s). Now:
 

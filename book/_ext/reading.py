@@ -1,7 +1,7 @@
 """Sphinx extension: what the book shows of the cells meant for a running kernel (issue 24, reading).
 
 * Kernel-only explorer cells are left out. Each chapter's explorer
-  (``transformer_lite.book.explorers``: ipywidgets sliders that recompute) is a code cell tagged
+  (``transformer_lite.chapters.explorers``: ipywidgets sliders that recompute) is a code cell tagged
   ``remove-output``: the book cannot run it, so myst-nb showed its code with nothing under it, an
   empty-looking cell in seven chapters. The text before each one says that it needs a running kernel
   and that the book does not show it. Such a cell (tag ``remove-output`` and code that uses

@@ -1,14 +1,36 @@
-"""The book's helpers: what the chapters need besides the components.
+"""The old name of :mod:`transformer_lite.chapters`, kept for one term.
 
-- :mod:`.viz`: static figures (matplotlib); :mod:`.interactive`: plotly figures for the static book;
-  both packages hold one module per chapter, named after its notebook (``viz/ch2_causal_masks.py``
-  draws chapter 2's masks), and re-export every figure (``viz.plot_mask``);
-- :mod:`.exercises`: the exercise checkers, one module per chapter in the same way
-  (``exercises/ch3_positional_encodings.py``), all importable from ``transformer_lite.book.exercises``;
-- :mod:`.explorers`: widgets for the reader to play with (they need a live kernel);
-- the measurements the chapters make: :mod:`.analysis` (what attention heads do), :mod:`.jacobians`
-  (how far a gradient reaches), :mod:`.depth` (gradient norms per layer), :mod:`.measure` (peak memory
-  of a call), :mod:`.ngram` (character n-gram baselines).
-
-Importing this package imports none of them (they need matplotlib, plotly or ipywidgets).
+Student-edition notebooks handed out before the rename import ``transformer_lite.book.exercises``;
+``scripts/grade.py`` grades them. Every ``transformer_lite.book.X`` import returns the module
+``transformer_lite.chapters.X`` itself (one module object, not a copy). New code imports ``chapters``.
 """
+
+from __future__ import annotations
+
+import importlib
+import importlib.abc
+import importlib.util
+import sys
+
+_OLD, _NEW = __name__, "transformer_lite.chapters"
+
+
+class _Alias(importlib.abc.MetaPathFinder, importlib.abc.Loader):
+    def find_spec(self, fullname, path, target=None):
+        if fullname.startswith(_OLD + "."):
+            return importlib.util.spec_from_loader(fullname, self)
+        return None
+
+    def create_module(self, spec):
+        return importlib.import_module(_NEW + spec.name[len(_OLD) :])
+
+    def exec_module(self, module):
+        pass
+
+
+if not any(isinstance(f, _Alias) for f in sys.meta_path):
+    sys.meta_path.insert(0, _Alias())
+
+
+def __getattr__(name: str):
+    return getattr(importlib.import_module(_NEW), name)

@@ -426,7 +426,7 @@ class GroupedQueryAttention(nn.Module):
         # head G times (Hugging Face's repeat_kv) and runs ordinary multi-head attention:
         #     k = k.repeat_interleave(G, dim=1); v = v.repeat_interleave(G, dim=1)
         #     out, weights = scaled_dot_product_attention(q, k, v, attn_mask, is_causal)
-        # (tests/test_gqa.py checks the two agree).
+        # (tests/nn/test_gqa.py checks the two agree).
         q_folded = q.reshape(B, H_kv, G * L, d_head)  # (B, H, L, d_head) -> (B, H_kv, G*L, d_head)
         # (B|1, H_kv|1, G*L|1, S|1)
         mask = self._fold_mask(attn_mask, is_causal, B, L, S, compute_dtype(x.dtype), x.device)

@@ -17,7 +17,7 @@ The arithmetic is the same as the direct one's (time still grows as
 ``L * S``); only the storage changes: besides the inputs and the ``(..., L,
 d_v)`` output, the extra memory is a few tiles and per-row statistics.
 Chapter 7 measures that claim on the CPU with
-:func:`transformer_lite.book.measure.peak_allocated_bytes`.
+:func:`transformer_lite.chapters.measure.peak_allocated_bytes`.
 """
 
 from __future__ import annotations

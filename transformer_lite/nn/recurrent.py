@@ -16,7 +16,7 @@ Sources:
   Encoder-Decoder for Statistical Machine Translation", Sec. 2.3, Eqs. (5)-(8): the gated
   recurrent unit (GRU). We follow PyTorch's variant (see :class:`GRU`).
 
-Index convention used here and in :mod:`transformer_lite.book.jacobians`: ``h_0``
+Index convention used here and in :mod:`transformer_lite.chapters.jacobians`: ``h_0``
 is the initial state and ``h_1, ..., h_L`` are the states after reading
 ``x_1, ..., x_L``; in code ``all_hidden[:, t - 1]`` holds ``h_t``.
 

@@ -27,11 +27,11 @@ from tokenizers import Tokenizer
 from torch import Tensor, nn
 
 from ..checks import check_marker, check_shape, embed
+from ..files import installed_files
 from ..nn.blocks import TransformerBlock
 from ..nn.masks import padding_mask
 from ..nn.normalization import LayerNorm
 from ..nn.positional import LearnedPositionalEmbedding
-from .files import installed_files
 
 __all__ = ["BertConfig", "BertEncoder", "WordPieceTokenizer", "load_minilm", "minilm_dir"]
 

@@ -43,8 +43,8 @@ from gguf.quants import dequantize
 from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers
 from torch import Tensor
 
+from ..files import installed_files
 from ..models.decoder_only import DecoderOnlyConfig, DecoderOnlyTransformer
-from .files import installed_files
 
 __all__ = [
     "smollm2_gguf_path",

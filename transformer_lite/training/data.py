@@ -36,7 +36,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from ..pretrained.files import installed_files
+from ..files import installed_files
 
 __all__ = [
     "VALIDATION_PLAYS",

@@ -6,7 +6,7 @@
  *   <div class="tl-live" data-model="charlm"></div>   the chapter-8 character model generating
  *
  * The computed numbers stay on the element (element.tlResult) and in the plotly figure, where the
- * browser tests (tests/browser/test_live.py) read them and compare them with the package's.
+ * browser tests (tests/book/browser/test_live.py) read them and compare them with the package's.
  */
 (function () {
   "use strict";

@@ -1,0 +1,707 @@
+"""The exercises of chapter 9 (build your own GPT): check_gpt_module, check_training_loop,
+check_cached_generation and check_capstone.
+
+Oracle: learner-style classes and functions written here from the formulas (GPT-2: token and
+position embeddings, pre-norm blocks, a final norm, an output layer tied to the token embedding;
+the training loop of chapter 8; incremental decoding with a key/value cache), independently of the
+checkers' own variant helpers. The right answers must pass and print "all checks passed"; each
+deliberately wrong one, one classic mistake apiece, must be rejected with an AssertionError naming
+that mistake; a stub raising NotImplementedError must print "not implemented yet". The checker's own
+reference loop must give train()'s losses and weights, bit for bit.
+"""
+
+import copy
+import math
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+import transformer_lite as tl
+from tests.conftest import CheckerCases
+from transformer_lite.chapters.exercises import ch9_build_a_gpt as ch9
+from transformer_lite.chapters.exercises.ch9_build_a_gpt import (
+    check_cached_generation,
+    check_capstone,
+    check_gpt_module,
+    check_training_loop,
+)
+from transformer_lite.training.data import random_batch
+from transformer_lite.training.train import TrainConfig, learning_rate, lm_loss, train
+
+CASES = CheckerCases()
+INF = float("inf")
+
+
+# =========================================================================== the learner's modules
+# Chapter 1's attention and chapter 4's layer norm, feed-forward network and block, as a learner
+# writes them (the pre-norm and post-norm formulas of chapter 4).
+
+
+class Attention(nn.Module):
+    def __init__(self, d_model, n_heads):
+        super().__init__()
+        self.n_heads = n_heads
+        self.q_proj = nn.Linear(d_model, d_model)
+        self.k_proj = nn.Linear(d_model, d_model)
+        self.v_proj = nn.Linear(d_model, d_model)
+        self.out_proj = nn.Linear(d_model, d_model)
+
+    def forward(self, query, key, value, attn_mask=None):
+        H = self.n_heads
+        q = split(self.q_proj(query), H)
+        k = split(self.k_proj(key), H)
+        v = split(self.v_proj(value), H)
+        out, weights = attend(q, k, v, attn_mask)
+        return self.out_proj(merge(out)), weights
+
+
+def split(x, H):  # (B, L, D) -> (B, H, L, d_head)
+    B, L, D = x.shape
+    return x.view(B, L, H, D // H).transpose(1, 2)
+
+
+def merge(x):  # (B, H, L, d_head) -> (B, L, D)
+    B, H, L, d = x.shape
+    return x.transpose(1, 2).reshape(B, L, H * d)
+
+
+def attend(q, k, v, mask=None):
+    scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
+    if mask is not None:
+        scores = scores.masked_fill(~mask, -INF)
+    weights = torch.softmax(scores, dim=-1)
+    return weights @ v, weights
+
+
+class LayerNormRef(nn.Module):
+    def __init__(self, d_model, eps=1e-5):
+        super().__init__()
+        self.eps = eps
+        self.weight = nn.Parameter(torch.ones(d_model))
+        self.bias = nn.Parameter(torch.zeros(d_model))
+
+    def forward(self, x):
+        mean = x.mean(-1, keepdim=True)
+        var = ((x - mean) ** 2).mean(-1, keepdim=True)
+        return (x - mean) / torch.sqrt(var + self.eps) * self.weight + self.bias
+
+
+class FeedForwardRef(nn.Module):
+    def __init__(self, d_model, d_ff, dropout=0.0):
+        super().__init__()
+        self.linear1, self.linear2 = nn.Linear(d_model, d_ff), nn.Linear(d_ff, d_model)
+        self.dropout = nn.Dropout(dropout)
+
+    def forward(self, x):
+        return self.linear2(self.dropout(F.relu(self.linear1(x))))
+
+
+class BlockRef(nn.Module):
+    def __init__(self, d_model, n_heads, d_ff, dropout=0.0, norm_first=False):
+        super().__init__()
+        self.norm_first = norm_first
+        self.self_attn = Attention(d_model, n_heads)
+        self.ff = FeedForwardRef(d_model, d_ff, dropout)
+        self.norm1, self.norm2 = LayerNormRef(d_model), LayerNormRef(d_model)
+        self.dropout1, self.dropout2 = nn.Dropout(dropout), nn.Dropout(dropout)
+
+    def forward(self, x, attn_mask=None):
+        def sa(h):
+            return self.dropout1(self.self_attn(h, h, h, attn_mask=attn_mask)[0])
+
+        if self.norm_first:
+            x = x + sa(self.norm1(x))
+            return x + self.dropout2(self.ff(self.norm2(x)))
+        x = self.norm1(x + sa(x))
+        return self.norm2(x + self.dropout2(self.ff(x)))
+
+
+# =========================================================================== the GPT
+# cls(vocab_size, max_len, d_model, n_heads, n_layers, d_ff, dropout=0.0); forward(ids (B, L)) -> (B, L, V)
+
+
+@CASES.passes(check_gpt_module)
+class GPTReference(nn.Module):
+    """GPT-2 (Radford et al., 2019) with the ReLU network of chapter 4; one step per method."""
+
+    norm_first = True
+
+    def __init__(self, vocab_size, max_len, d_model, n_heads, n_layers, d_ff, dropout=0.0):
+        super().__init__()
+        self.token_embedding = nn.Embedding(vocab_size, d_model)
+        self.position_embedding = nn.Embedding(max_len, d_model)
+        self.embedding_dropout = nn.Dropout(dropout)
+        self.blocks = nn.ModuleList(
+            BlockRef(d_model, n_heads, d_ff, dropout, norm_first=self.norm_first)
+            for _ in range(n_layers)
+        )
+        self.final_norm = LayerNormRef(d_model)
+        self.lm_head = nn.Linear(d_model, vocab_size, bias=False)
+        self.tie()
+
+    def tie(self):
+        self.lm_head.weight = self.token_embedding.weight
+
+    def embed(self, ids):
+        L = ids.shape[1]
+        return self.token_embedding(ids) + self.position_embedding(torch.arange(L))
+
+    def mask(self, L):
+        return torch.ones(L, L, dtype=torch.bool).tril()
+
+    def head(self, x):
+        return self.lm_head(self.final_norm(x))
+
+    def forward(self, input_ids):
+        x = self.embedding_dropout(self.embed(input_ids))
+        mask = self.mask(input_ids.shape[1])
+        for block in self.blocks:
+            x = block(x, attn_mask=mask)
+        return self.head(x)
+
+
+@CASES.named(check_gpt_module, "final norm missing")
+class GPTNoFinalNorm(GPTReference):
+    def head(self, x):
+        return self.lm_head(x)
+
+
+@CASES.named(check_gpt_module, "head not tied")
+class GPTUntied(GPTReference):
+    def tie(self):
+        pass
+
+
+@CASES.named(check_gpt_module, "position embedding missing")
+class GPTNoPositions(GPTReference):
+    def embed(self, ids):
+        return self.token_embedding(ids)
+
+
+@CASES.named(check_gpt_module, "position embedding offset")
+class GPTPositionsFromOne(GPTReference):
+    def embed(self, ids):
+        L = ids.shape[1]
+        return self.token_embedding(ids) + self.position_embedding.weight[1 : L + 1]
+
+
+@CASES.named(check_gpt_module, "causal mask missing")
+class GPTNoMask(GPTReference):
+    def mask(self, L):
+        return None
+
+
+@CASES.named(check_gpt_module, "post-norm instead of pre-norm")
+class GPTPostNorm(GPTReference):
+    norm_first = False
+
+
+@CASES.named(check_gpt_module, "embedding scaled by sqrt(d_model)")
+class GPTScaledEmbedding(GPTReference):
+    def embed(self, ids):
+        return super().embed(ids) * math.sqrt(self.token_embedding.embedding_dim)
+
+
+@CASES.named(check_gpt_module, "dropout active in eval mode")
+class GPTDropoutAlwaysOn(GPTReference):
+    def embed(self, ids):
+        return F.dropout(super().embed(ids), p=0.2, training=True)
+
+
+@CASES.named(check_gpt_module, "part of forward is cut from the graph")
+class GPTDetachedEmbedding(GPTReference):
+    def embed(self, ids):
+        return super().embed(ids).detach()
+
+
+@CASES.named(check_gpt_module, "could not copy the package's weights")
+class GPTOtherNames(GPTReference):
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.wpe = self.position_embedding
+        del self.position_embedding
+
+    def embed(self, ids):
+        return self.token_embedding(ids) + self.wpe(torch.arange(ids.shape[1]))
+
+
+class BlockStub(BlockRef):
+    def forward(self, x, attn_mask=None):
+        raise NotImplementedError
+
+
+@CASES.named(check_gpt_module, "paste your code of chapters 1 and 4")
+class GPTWithStubBlocks(GPTReference):
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        for block in self.blocks:
+            block.__class__ = BlockStub
+
+
+# =========================================================================== the training loop
+# fn(model, train_ids, cfg, progress=True) -> the loss of every step
+
+
+def _optimizer(model, cfg):
+    matrices = [p for p in model.parameters() if p.dim() >= 2]
+    others = [p for p in model.parameters() if p.dim() < 2]
+    groups = [
+        {"params": matrices, "weight_decay": cfg.weight_decay},
+        {"params": others, "weight_decay": 0.0},
+    ]
+    return torch.optim.AdamW(groups, lr=cfg.lr, betas=cfg.betas)
+
+
+def _loop(model, train_ids, cfg, loss_fn=None, order="right", schedule=True, train_mode=True):
+    """The loop of chapter 8 with one switch per step, as a learner might get each one wrong."""
+    torch.manual_seed(cfg.seed)
+    batches = torch.Generator().manual_seed(cfg.seed)
+    optimizer = _optimizer(model, cfg)
+    if train_mode:
+        model.train()
+    losses = []
+    for step in range(cfg.steps):
+        for group in optimizer.param_groups:
+            group["lr"] = learning_rate(step, cfg) if schedule else cfg.lr
+        x, y = random_batch(train_ids, cfg.batch_size, cfg.context, batches)
+        logits = model(x)
+        loss = (loss_fn or (lambda logits, x, y: lm_loss(logits, y)))(logits, x, y)
+        if order == "right":
+            optimizer.zero_grad()
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
+            optimizer.step()
+        elif order == "no zero_grad":
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
+            optimizer.step()
+        elif order == "no clip":
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+        elif order == "step first":
+            optimizer.zero_grad()
+            optimizer.step()
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
+        elif order == "step, then zero_grad, then backward":
+            optimizer.step()
+            optimizer.zero_grad()
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
+        losses.append(loss.item())
+    return losses
+
+
+@CASES.passes(check_training_loop)
+def train_reference(model, train_ids, cfg, progress=True):
+    return _loop(model, train_ids, cfg)
+
+
+@CASES.named(check_training_loop, "targets not shifted")
+def train_targets_not_shifted(model, train_ids, cfg, progress=True):
+    return _loop(model, train_ids, cfg, loss_fn=lambda logits, x, y: lm_loss(logits, x))
+
+
+@CASES.named(check_training_loop, "zero_grad missing")
+def train_without_zero_grad(model, train_ids, cfg, progress=True):
+    return _loop(model, train_ids, cfg, order="no zero_grad")
+
+
+@CASES.named(check_training_loop, "no clipping")
+def train_without_clipping(model, train_ids, cfg, progress=True):
+    return _loop(model, train_ids, cfg, order="no clip")
+
+
+@CASES.named(check_training_loop, "schedule not applied")
+def train_constant_lr(model, train_ids, cfg, progress=True):
+    return _loop(model, train_ids, cfg, schedule=False)
+
+
+@CASES.named(check_training_loop, "model left in eval mode")
+def train_in_eval_mode(model, train_ids, cfg, progress=True):
+    return _loop(model, train_ids, cfg, train_mode=False)
+
+
+@CASES.named(check_training_loop, "loss averaged wrongly")
+def train_summed_loss(model, train_ids, cfg, progress=True):
+    def summed(logits, x, y):
+        return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1), reduction="sum")
+
+    return _loop(model, train_ids, cfg, loss_fn=summed)
+
+
+@CASES.named(check_training_loop, "loss averaged wrongly")
+def train_sum_over_positions(model, train_ids, cfg, progress=True):
+    def per_sequence(logits, x, y):  # summed over the positions, averaged over the batch
+        nll = F.cross_entropy(logits.transpose(1, 2), y, reduction="none")  # (B, L)
+        return nll.sum(dim=1).mean()
+
+    return _loop(model, train_ids, cfg, loss_fn=per_sequence)
+
+
+@CASES.named(check_training_loop, "optimizer stepped before backward")
+def train_step_before_backward(model, train_ids, cfg, progress=True):
+    return _loop(model, train_ids, cfg, order="step first")
+
+
+@CASES.named(check_training_loop, "optimizer stepped before backward")
+def train_step_with_stale_gradients(model, train_ids, cfg, progress=True):
+    return _loop(model, train_ids, cfg, order="step, then zero_grad, then backward")
+
+
+@CASES.named(check_training_loop, "expected one loss per step")
+def train_returns_last_loss_only(model, train_ids, cfg, progress=True):
+    return _loop(model, train_ids, cfg)[-1:]
+
+
+@CASES.named(check_training_loop, "expected the list of the")
+def train_returns_nothing(model, train_ids, cfg, progress=True):
+    _loop(model, train_ids, cfg)
+
+
+test_right_answers_pass, test_mistakes_are_named = CASES.tests()
+
+
+def test_package_model_and_train_pass(capsys):
+    """The package's own model and loop are what the checkers compare with."""
+
+    def package_train(model, train_ids, cfg, progress=True):
+        return train(model, train_ids, train_ids[:50], cfg, progress=False).step_loss
+
+    assert check_training_loop(package_train) is None
+    assert "check_training_loop: all checks passed" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("seed", [3, 8])
+def test_checker_reference_loop_is_train(seed):
+    """The checker's mistake-free variant is train() bit for bit (so each variant differs from it
+    only by its mistake)."""
+    cfg = TrainConfig(steps=4, batch_size=3, context=6, warmup_steps=2, grad_clip=0.05, seed=seed)
+    cfg = TrainConfig(**{**cfg.__dict__, "eval_every": 4, "eval_batches": 1})
+    ids = torch.randint(0, 7, (300,), generator=torch.Generator().manual_seed(0))
+    a = ch9._train_model(7, 6, seed)
+    b = copy.deepcopy(a)
+    history = train(a, ids, ids[:60], cfg, progress=False)
+    losses = ch9._train_variant(b, ids, cfg)
+    assert losses == history.step_loss
+    assert all(torch.equal(p, q) for p, q in zip(a.parameters(), b.parameters()))
+
+
+def test_training_mistakes_change_the_run():
+    """Every variant the checker names differs from the right run (else its message could never
+    be the one reached), on the checker's own settings."""
+    cfg = TrainConfig(steps=4, batch_size=3, context=6, lr=2e-2, min_lr=2e-3, warmup_steps=2)
+    cfg = TrainConfig(**{**cfg.__dict__, "grad_clip": 0.05, "seed": 3})
+    ids = torch.randint(0, 7, (400,), generator=torch.Generator().manual_seed(1))
+    initial = ch9._train_model(7, 6, 3)
+    runs = {}
+    for variant in [None, *ch9._TRAIN_MISTAKES.values()]:
+        model = copy.deepcopy(initial)
+        losses = ch9._train_variant(model, ids, cfg, variant)
+        runs[variant] = (losses, ch9._flat(model))
+    right = runs.pop(None)
+    for variant, run in runs.items():
+        assert not ch9._same_run(*run, *right), variant
+
+
+# =========================================================================== generation with a cache
+# cls(...) with forward(input_ids, cache=None); generate(model, ids, n, temperature=0.0, use_cache=True,
+# generator=None) -> (B, L + n)
+
+
+class CachedReference(GPTReference):
+    """Incremental decoding (Shazeer, 2019): the new tokens' keys and values appended per layer."""
+
+    def positions(self, start, L):
+        return torch.arange(start, start + L)
+
+    def store(self, cache, i, k, v):
+        if i < len(cache.layers):
+            k = torch.cat([cache.layers[i][0], k], dim=2)
+            v = torch.cat([cache.layers[i][1], v], dim=2)
+            cache.layers[i] = (k, v)
+        else:
+            cache.layers.append((k, v))
+        return k, v
+
+    def cached_mask(self, L, S):
+        return tl.causal_mask(L, S)
+
+    def forward(self, input_ids, cache=None):
+        if cache is None:
+            return super().forward(input_ids)
+        L = input_ids.shape[1]
+        x = self.token_embedding(input_ids) + self.position_embedding(self.positions(len(cache), L))
+        for i, block in enumerate(self.blocks):
+            attn, H = block.self_attn, block.self_attn.n_heads
+            h = block.norm1(x)
+            q = split(attn.q_proj(h), H)
+            k, v = self.store(cache, i, split(attn.k_proj(h), H), split(attn.v_proj(h), H))
+            out, _ = attend(q, k, v, self.cached_mask(L, k.shape[2]))
+            x = x + attn.out_proj(merge(out))
+            x = x + block.ff(block.norm2(x))
+        return self.head(x)
+
+
+class CachedNoOffset(CachedReference):
+    def positions(self, start, L):
+        return torch.arange(L)
+
+
+class CachedNotExtended(CachedReference):
+    def store(self, cache, i, k, v):
+        if i < len(cache.layers):  # reads the cache but stores only the new keys and values
+            cached = cache.layers[i]
+            cache.layers[i] = (k, v)
+            return torch.cat([cached[0], k], dim=2), torch.cat([cached[1], v], dim=2)
+        cache.layers.append((k, v))
+        return k, v
+
+
+class CachedTopLeft(CachedReference):
+    def cached_mask(self, L, S):
+        return torch.ones(L, S, dtype=torch.bool).tril()
+
+
+def generate_reference(
+    model, input_ids, max_new_tokens, temperature=0.0, use_cache=True, generator=None
+):
+    tokens, cache = input_ids, (tl.KVCache() if use_cache else None)
+    for step in range(max_new_tokens):
+        fed = tokens if not use_cache or step == 0 else tokens[:, -1:]
+        logits = model(fed, cache=cache) if use_cache else model(fed)
+        nxt = tl.sample_next_token(logits[:, -1], temperature, generator=generator)
+        tokens = torch.cat([tokens, nxt], dim=1)
+    return tokens
+
+
+def generate_refeeds(
+    model, input_ids, max_new_tokens, temperature=0.0, use_cache=True, generator=None
+):
+    tokens, cache = input_ids, (tl.KVCache() if use_cache else None)
+    for _ in range(max_new_tokens):
+        logits = model(tokens, cache=cache) if use_cache else model(tokens)
+        nxt = tl.sample_next_token(logits[:, -1], temperature, generator=generator)
+        tokens = torch.cat([tokens, nxt], dim=1)
+    return tokens
+
+
+def generate_one_more(model, input_ids, max_new_tokens, **kwargs):
+    return generate_reference(model, input_ids, max_new_tokens + 1, **kwargs)
+
+
+def generate_one_less(model, input_ids, max_new_tokens, **kwargs):
+    return generate_reference(model, input_ids, max(max_new_tokens - 1, 0), **kwargs)
+
+
+def generate_first_position(
+    model, input_ids, max_new_tokens, temperature=0.0, use_cache=True, generator=None
+):
+    tokens, cache = input_ids, (tl.KVCache() if use_cache else None)
+    for step in range(max_new_tokens):
+        fed = tokens if not use_cache or step == 0 else tokens[:, -1:]
+        logits = model(fed, cache=cache) if use_cache else model(fed)
+        nxt = tl.sample_next_token(logits[:, 0], temperature, generator=generator)
+        tokens = torch.cat([tokens, nxt], dim=1)
+    return tokens
+
+
+def generate_new_cache_each_step(
+    model, input_ids, max_new_tokens, temperature=0.0, use_cache=True, generator=None
+):
+    tokens = input_ids
+    for step in range(max_new_tokens):
+        fed = tokens if not use_cache or step == 0 else tokens[:, -1:]
+        logits = model(fed, cache=tl.KVCache()) if use_cache else model(fed)
+        nxt = tl.sample_next_token(logits[:, -1], temperature, generator=generator)
+        tokens = torch.cat([tokens, nxt], dim=1)
+    return tokens
+
+
+def generate_greedy_always(model, input_ids, max_new_tokens, temperature=0.0, **kwargs):
+    return generate_reference(model, input_ids, max_new_tokens, temperature=0.0, **kwargs)
+
+
+def test_cached_generation_passes(capsys):
+    assert check_cached_generation(CachedReference, generate_reference) is None
+    assert "check_cached_generation: all checks passed" in capsys.readouterr().out
+
+
+def test_package_generate_agrees_with_reference():
+    """The oracle of the generation checks: tl's generate, cached and uncached, is the reference's."""
+    torch.manual_seed(0)
+    model = tl.DecoderOnlyTransformer(ch9.reference_config(11, 10, 8, 2, 2, 17)).eval()
+    prompt = torch.randint(0, 11, (2, 3))
+    for use_cache in (True, False):
+        with torch.no_grad():
+            ours = generate_reference(model, prompt, 6, use_cache=use_cache)
+        assert torch.equal(ours, model.generate(prompt, 6, temperature=0.0))
+
+
+@pytest.mark.parametrize(
+    "cls, generate, phrase",
+    [
+        (CachedNoOffset, generate_reference, "position ids not offset by the cache length"),
+        (CachedNotExtended, generate_reference, "cache not extended"),
+        (CachedTopLeft, generate_reference, "causal mask aligned top-left"),
+        (CachedReference, generate_refeeds, "whole prompt re-fed each step with the cache"),
+        (CachedReference, generate_one_more, "off by one in the number of new tokens"),
+        (CachedReference, generate_one_less, "off by one in the number of new tokens"),
+        (CachedReference, generate_first_position, "logits of the wrong position"),
+        (CachedReference, generate_new_cache_each_step, "a new cache at every step"),
+        (CachedReference, generate_greedy_always, "temperature ignored"),
+        (GPTNoFinalNorm, generate_reference, "make MyGPT pass check_gpt_module first"),
+    ],
+    ids=lambda v: getattr(v, "__name__", None),
+)
+def test_cached_generation_mistakes_are_named(cls, generate, phrase):
+    with pytest.raises(AssertionError, match=phrase):
+        check_cached_generation(cls, generate)
+
+
+# =========================================================================== the capstone
+# train_fn(corpus) -> (model, losses); generate as above; record: a dict the checker fills
+
+
+def _capstone_train(corpus, cls=CachedReference, steps=200):
+    torch.manual_seed(0)
+    model = cls(len(corpus.vocab), 32, 32, 4, 1, 64)
+    with torch.no_grad():  # GPT-2's small initialization, as MyGPT's constructor gives it
+        for name, p in model.named_parameters():
+            if p.dim() >= 2:
+                p.normal_(0.0, 0.02)
+            elif "bias" in name:
+                p.zero_()
+    cfg = TrainConfig(steps=steps, batch_size=16, context=32, lr=1e-2, min_lr=1e-3, warmup_steps=20)
+    return model, _loop(model, corpus.train_ids, cfg)
+
+
+@pytest.fixture(scope="module")
+def trained():
+    """A small learner-style GPT trained briefly on chapter 8's corpus (a few seconds)."""
+    from transformer_lite.training.data import load_shakespeare
+
+    try:
+        corpus = load_shakespeare()
+    except FileNotFoundError as exc:
+        pytest.skip(f"the Shakespeare corpus is not installed ({exc})")
+    return _capstone_train(corpus)
+
+
+@pytest.mark.slow
+def test_capstone_passes_and_records(trained, capsys):
+    record = {}
+    assert check_capstone(lambda corpus: copy.deepcopy(trained), generate_reference, record) is None
+    out = capsys.readouterr().out
+    assert "check_capstone: all checks passed" in out
+    assert record["val_loss"] < record["unigram_loss"] - ch9.CAPSTONE_MARGIN
+    assert record["logit_difference"] <= 1e-8 and len(record["losses"]) == 200
+    assert record["sample"].startswith("HAMLET\n") and set(record) >= {"model", "greedy", "seconds"}
+    # the baseline on the checker's own windows, beside the whole held-out text's
+    assert abs(record["unigram_window_loss"] - record["unigram_loss"]) < 0.1
+
+
+def test_unigram_window_loss_scores_the_windows_targets():
+    # training text "aaab": p(a) = 3/4, p(b) = 1/4; targets a, b, b in two windows
+    corpus = type("Corpus", (), {"train_ids": torch.tensor([0, 0, 0, 1]), "vocab": "ab"})
+    windows = [(None, torch.tensor([[0, 1]])), (None, torch.tensor([[1]]))]
+    by_hand = (-(math.log(3 / 4) + math.log(1 / 4)) / 2 - math.log(1 / 4)) / 2
+    assert ch9.unigram_window_loss(corpus, windows) == pytest.approx(by_hand, rel=1e-12)
+
+
+def _untrained(corpus):
+    torch.manual_seed(0)
+    return CachedReference(len(corpus.vocab), 32, 32, 4, 1, 64), []
+
+
+def _package_model(corpus):
+    cfg = ch9.reference_config(len(corpus.vocab), 32, 32, 4, 1, 64)
+    return tl.DecoderOnlyTransformer(cfg), []
+
+
+def _package_attention_inside(corpus):
+    model, losses = _untrained(corpus)
+    model.blocks[0].self_attn = tl.MultiHeadAttention(32, 4)
+    return model, losses
+
+
+def _returns_losses_only(corpus):
+    return [3.0, 2.5]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "make, generate, phrase",
+    [
+        ("untrained", generate_reference, "not 0.5 below the unigram baseline"),
+        ("package model", generate_reference, "contains the package's DecoderOnlyTransformer"),
+        ("package attention", generate_reference, "contains the package's MultiHeadAttention"),
+        ("losses only", generate_reference, "must return \\(model, losses\\)"),
+        ("no final norm", generate_reference, "logits\\s+differ from your model's"),
+        ("trained", generate_new_cache_each_step, "cached generation differs from uncached"),
+        ("trained", generate_one_more, "off by one in the number of new tokens"),
+    ],
+)
+def test_capstone_mistakes_are_named(trained, make, generate, phrase):
+    def no_final_norm(corpus):
+        model, losses = copy.deepcopy(trained)
+        model.__class__ = type("NoFinalNorm", (CachedReference,), {"head": GPTNoFinalNorm.head})
+        return model, losses
+
+    train_fn = {
+        "untrained": _untrained,
+        "package model": _package_model,
+        "package attention": _package_attention_inside,
+        "losses only": _returns_losses_only,
+        "no final norm": no_final_norm,
+        "trained": lambda corpus: copy.deepcopy(trained),
+    }[make]
+    with pytest.raises(AssertionError, match=phrase):
+        check_capstone(train_fn, generate)
+
+
+# =========================================================================== stubs and random state
+
+
+def _stub(*args, **kwargs):
+    raise NotImplementedError
+
+
+class GPTStub(GPTReference):
+    def __init__(self, *args, **kwargs):  # the constructor's tie line is still the stub's raise
+        raise NotImplementedError
+
+
+@pytest.mark.parametrize(
+    "check, args",
+    [
+        (check_gpt_module, (GPTStub,)),
+        (check_training_loop, (_stub,)),
+        (check_cached_generation, (GPTStub, _stub)),
+        (check_cached_generation, (CachedReference, _stub)),
+        (check_capstone, (_stub, _stub)),
+    ],
+    ids=["gpt", "train", "cache-class", "cache-generate", "capstone"],
+)
+def test_stub_prints_not_implemented(check, args, capsys):
+    assert check(*args) is None
+    assert f"{check.__name__}: not implemented yet" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    "check, args",
+    [
+        (check_gpt_module, (GPTReference,)),
+        (check_training_loop, (train_reference,)),
+        (check_cached_generation, (CachedReference, generate_reference)),
+    ],
+    ids=["gpt", "train", "cache"],
+)
+def test_checkers_leave_the_global_random_state_alone(check, args):
+    torch.manual_seed(123)
+    before = torch.get_rng_state()
+    check(*args)
+    assert torch.equal(torch.get_rng_state(), before)
