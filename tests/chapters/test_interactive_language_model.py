@@ -49,7 +49,13 @@ def test_figure_states_order_and_labels():
     assert fig.layout.sliders[0].active == 2  # temperature 1 when the page opens
     assert list(bars.y) == steps[2].args[0]["y"][0]
     assert all(s.method == "update" and list(s.args[2]) == [0] for s in steps)
-    assert fig.layout.yaxis.range == (0, 1)
+    # each state's axis ends at the first tenth above 1.1 times its tallest bar (at most 1)
+    for s in steps:
+        top = max(s.args[0]["y"][0])
+        assert s.args[1]["yaxis.range"] == [0, min(1.0, math.ceil(11 * top) / 10)]
+        assert top <= s.args[1]["yaxis.range"][1] <= max(1.1 * top + 0.1, top)
+    assert steps[0].args[1]["yaxis.range"] == [0, 1.0]  # greedy: one bar at 1
+    assert list(fig.layout.yaxis.range) == steps[2].args[1]["yaxis.range"]
     assert (
         fig.layout.xaxis.title.text == "next character"
         and fig.layout.yaxis.title.text == "probability"

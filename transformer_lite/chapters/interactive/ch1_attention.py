@@ -77,10 +77,10 @@ def attention_layers_figure(
     fig.update_yaxes(autorange="reversed", showticklabels=False)
     fig.update_xaxes(showticklabels=False)
     for r in range(1, n_rows + 1):  # token labels on the outer edges only
-        fig.update_yaxes(showticklabels=True, tickfont=dict(size=8), row=r, col=1)
+        fig.update_yaxes(showticklabels=True, tickfont=dict(size=9), row=r, col=1)
     for c in range(1, n_cols + 1):
         fig.update_xaxes(
-            showticklabels=True, tickfont=dict(size=8), tickangle=-60, row=n_rows, col=c
+            showticklabels=True, tickfont=dict(size=9), tickangle=-60, row=n_rows, col=c
         )
     steps = [
         dict(

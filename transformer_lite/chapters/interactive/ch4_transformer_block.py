@@ -59,7 +59,7 @@ def gradient_norms_depth_figure(norms: dict, title: str, initial_depth: int | No
             [round(float(v), _DECIMALS) for v in norms[depth][name]] for name in variants
         ]
 
-    colours = {"post-norm": "#00224e", "pre-norm": "#c9a800"}  # cividis ends, readable on white
+    colours = {"post-norm": "#00224e", "pre-norm": "#d55e00"}  # Okabe-Ito vermilion: 3.9:1 on white
     xs, ys = state(initial_depth)
     fig = go.Figure()
     for name, x, y in zip(variants, xs, ys):

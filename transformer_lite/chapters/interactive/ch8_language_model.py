@@ -135,12 +135,20 @@ def next_token_temperature_figure(
     fig.update_xaxes(
         title_text="next character", type="category", categoryorder="array", categoryarray=x
     )
-    fig.update_yaxes(title_text="probability", range=[0, 1])
+    # Each temperature's axis ends just above its tallest bar (at T = 1 that bar is about a seventh
+    # of a fixed [0, 1] axis); the tick labels say the scale changed.
+    for s in states:
+        s["range"] = [0, min(1.0, math.ceil(11 * max(s["y"])) / 10)]
+    fig.update_yaxes(title_text="probability", range=states[start]["range"])
     steps = [
         dict(
             method="update",
             label=s["label"],
-            args=[{"y": [s["y"]]}, {"annotations[0].text": s["note"]}, [0]],
+            args=[
+                {"y": [s["y"]]},
+                {"annotations[0].text": s["note"], "yaxis.range": s["range"]},
+                [0],
+            ],
         )
         for s in states
     ]

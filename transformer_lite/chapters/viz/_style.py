@@ -43,5 +43,5 @@ def _label_line_axes(ax: plt.Axes, xlabel: str, ylabel: str, title: str) -> plt.
     ax.grid(True, which="major", alpha=0.3)
     if title:
         ax.set_title(title)
-    ax.legend(fontsize=8)
+    ax.legend(fontsize=9)
     return ax

@@ -15,6 +15,9 @@ from ._style import _as_2d
 
 __all__ = ["plot_attention", "plot_head_grid"]
 
+# Inches: the book's column (688 px) shows a figure this wide at 100 %; a wider one is shrunk.
+COLUMN_WIDTH = 6.9
+
 
 def plot_attention(
     weights: Tensor | np.ndarray,
@@ -95,7 +98,8 @@ def plot_head_grid(
         tokens: ``L`` token labels, shown on the axes of the first column and the last row.
         title: what the reader should notice.
         cmap: colour-blind-safe colormap; one shared scale from 0 to 1.
-        cell_size: inches per small heatmap.
+        cell_size: inches per small heatmap, reduced when needed so that the figure is at most
+            6.9 in wide (the book's column: a wider figure is shrunk, and its labels with it).
         tick_positions: the positions whose token is written on the axes (default: all). When many
             heads must fit the book's column, label a few landmarks (e.g. ``[0, L - 1]`` for
             ``[CLS]`` and ``[SEP]``) in a legible size rather than every token in an illegible one.
@@ -128,6 +132,7 @@ def plot_head_grid(
         raise ValueError(
             f"plot_head_grid: expected tick positions in [0, {len(tokens)}), received {ticks}"
         )
+    cell_size = min(cell_size, (COLUMN_WIDTH - 1.6) / H)
     fig, axes = plt.subplots(
         n_layers,
         H,

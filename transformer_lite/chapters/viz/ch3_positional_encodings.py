@@ -137,10 +137,10 @@ def plot_score_bias(
             ax.set_ylabel("query position i", fontsize=9)
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # positions are whole numbers
         ax.yaxis.set_major_locator(MaxNLocator(integer=True))
-        ax.tick_params(labelsize=8)
+        ax.tick_params(labelsize=9)
         if per_head:
             cbar = fig.colorbar(im, ax=ax, fraction=0.08, pad=0.03)
-            cbar.ax.tick_params(labelsize=8)
+            cbar.ax.tick_params(labelsize=9)
             cbar.set_label(
                 "added to the score" + (f"\n({inf_note})" if inf_note and h == 0 else ""),
                 fontsize=9,
@@ -224,5 +224,5 @@ def plot_accuracy_vs_length(
     ax.grid(True, axis="y", alpha=0.3)
     if title:
         ax.set_title(title)
-    ax.legend(fontsize=8, loc="center left", bbox_to_anchor=(1.01, 0.5))
+    ax.legend(fontsize=9, loc="center left", bbox_to_anchor=(1.01, 0.5))
     return ax

@@ -119,7 +119,7 @@ def plot_roofline(
         xytext=(-5, 6),
         textcoords="offset points",
         ha="right",
-        fontsize=8,
+        fontsize=9,
     )
     for i, (label, (intensity, achieved)) in enumerate(kernels.items()):
         ax.loglog(
@@ -150,5 +150,5 @@ def plot_roofline(
     ax.yaxis.set_major_formatter(plain)
     ax.yaxis.set_minor_formatter(NullFormatter())
     _label_line_axes(ax, "arithmetic intensity (FLOP per byte of main memory)", "GFLOP/s", title)
-    ax.legend(fontsize=8, loc="lower right")
+    ax.legend(fontsize=9, loc="lower right")
     return ax
