@@ -85,5 +85,7 @@ grade:
 	$(PYTHON) scripts/grade.py "$(SUBMISSIONS)" --output "$(OUT)" --time-limit $(TIME_LIMIT)
 
 # Interactive use: JupyterLab on the chapters (project config in .jupyter/, e.g. allow_root for containers).
+# Students: make student && make lab LAB_DIR=student_edition (the chapters with stubs for the solutions).
+LAB_DIR ?= notebooks
 lab: install
-	JUPYTER_CONFIG_PATH=$(CURDIR)/.jupyter jupyter lab --no-browser
+	JUPYTER_CONFIG_PATH=$(CURDIR)/.jupyter jupyter lab --no-browser --ServerApp.root_dir=$(LAB_DIR)

@@ -22,7 +22,7 @@ SLOW_FOLDERS = ("tests/book/browser/", "tests/pretrained/")
 
 
 # fmt: off
-# Groups for pytest-xdist (`--dist loadgroup`, see pyproject.toml): a notebook's cells share one kernel
+# Groups for pytest-xdist (`--dist loadgroup`, given by the Makefile's test target): a notebook's cells share one kernel
 # and the built book is built once, so each file is one group and every test of the built site (the
 # ``site`` fixture) one more. Groups are handed out in this order, longest first, so that the two
 # workers finish together; the rest follow in collection order.
@@ -37,7 +37,7 @@ def pytest_collection_modifyitems(config, items):
     """Mark as ``slow`` the notebooks and the tests of the folders above, and give every test its
     pytest-xdist group (above).
 
-    ``pytest -m "not slow"`` is then the fast tier: the package's own tests (README, "Tests").
+    ``pytest -m "not slow"`` is then the fast tier: the package's own tests (README, "Two commands").
     """
     root = Path(str(config.rootpath))
     for item in items:
