@@ -159,10 +159,12 @@ def test_gru_generate_is_the_hand_loop_with_the_state():
     out = gru.generate(prompt, 5, temperature=1.3, generator=torch.Generator().manual_seed(9))
     assert gru.training
     gru.eval()
-    g, tokens, feed, state = torch.Generator().manual_seed(9), prompt, prompt, None
+    g, tokens, feed, state, step_logits = torch.Generator().manual_seed(9), prompt, prompt, None, []
     with torch.no_grad():
         for _ in range(5):
             logits, _, state = gru(feed, cache=state)
+            step_logits.append(logits[:, -1])
             feed = sample_next_token(logits[:, -1], 1.3, None, g)
             tokens = torch.cat((tokens, feed), dim=1)
     assert torch.equal(out.tokens, tokens)
+    assert torch.equal(out.logits, torch.stack(step_logits, dim=1))
