@@ -66,3 +66,13 @@ def test_kv_cache_is_filled_by_the_attention_cache_it_is_handed():
     step = attn(x[:, :1], cache=cache.layers[0], is_causal=True)
     cache.layers[0] = step.cache
     assert len(cache) == 4 and isinstance(step.cache, KeyValue)
+
+
+def test_kv_cache_counts_plain_pairs_too():
+    """Chapter 9's exercise fills the cache with plain (keys, values) tuples, as its text says;
+    len() and num_bytes() read them as they read KeyValues."""
+    cache = KVCache()
+    keys = torch.zeros(2, 3, 5, 4)
+    cache.layers.append((keys, torch.zeros_like(keys)))
+    assert len(cache) == 5
+    assert cache.num_bytes() == 2 * keys.numel() * 4

@@ -59,7 +59,8 @@ class KVCache:
 
     def __len__(self) -> int:
         """Number of cached positions S (0 when empty)."""
-        return self.layers[0].keys.shape[-2] if self.layers else 0
+        # [0][0]: a student's cache may hold plain (keys, values) tuples (chapter 9), not KeyValues
+        return self.layers[0][0].shape[-2] if self.layers else 0
 
     def num_bytes(self) -> int:
         """Memory held by the cached tensors, in bytes."""
@@ -104,7 +105,9 @@ class ModelOutput(NamedTuple):
 
     logits: Tensor  # (B, L, V); the tagger: (B, L, n_classes)
     attentions: tuple[Tensor, ...]  # one (B, H, L, S) per layer; () for the GRU
-    cache: KVCache | Tensor | None  # KVCache (decoder-only), the GRU's state (n_layers, B, D), or None
+    cache: (
+        KVCache | Tensor | None
+    )  # KVCache (decoder-only), the GRU's state (n_layers, B, D), or None
 
 
 class Generation(NamedTuple):
