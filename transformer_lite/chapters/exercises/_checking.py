@@ -192,14 +192,15 @@ def compare_grads(
     upstream: Tensor,
     case: str,
     ref_kwargs: dict | None = None,
-    student_kwargs: dict | None = None,
+    cache=None,
     **kwargs,
 ) -> None:
     """Input and parameter gradients of ``sum(output * upstream)`` must agree (the output already does).
-    ``kwargs`` go to both calls, ``ref_kwargs`` to the reference's call only, ``student_kwargs`` to the
-    learner's only (the stub's ``past_kv`` is the package's ``cache``)."""
-    got_x, got_p = grads(student, x, upstream, **kwargs, **(student_kwargs or {}))
-    expected_x, expected_p = grads(ref, x, upstream, **kwargs, **(ref_kwargs or {}))
+    ``kwargs`` go to both calls, ``ref_kwargs`` to the reference's call only; a ``cache`` goes to the
+    learner's module as the stub's ``past_kv`` and to the package's as ``cache``."""
+    mine, theirs = ({}, {}) if cache is None else ({"past_kv": cache}, {"cache": cache})
+    got_x, got_p = grads(student, x, upstream, **kwargs, **mine)
+    expected_x, expected_p = grads(ref, x, upstream, **kwargs, **(ref_kwargs or {}), **theirs)
     pairs = [("input x", got_x, expected_x)]
     pairs += [(f"parameter {name}", got_p.get(name), g) for name, g in expected_p.items()]
     for name, got, expected in pairs:

@@ -6,8 +6,6 @@ The oracles are the package's: :class:`~transformer_lite.models.decoder_only.Dec
 (pre-norm, learned positions, ReLU feed-forward networks, output layer tied to the token embedding),
 whose weights are copied into the learner's model, :func:`~transformer_lite.training.train.train` and
 :meth:`~transformer_lite.models.decoder_only.DecoderOnlyTransformer.generate`.
-
-How a checker reports: see :mod:`transformer_lite.chapters.exercises`.
 """
 
 from __future__ import annotations
@@ -28,16 +26,8 @@ from ...nn.masks import causal_mask
 from ...outputs import KVCache
 from ...training.data import load_shakespeare, random_batch
 from ...training.train import TrainConfig, learning_rate, lm_loss, train
-from ._checking import (
-    NotImplementedYet,
-    build,
-    call,
-    check_tensor,
-    checker,
-    close,
-    diagnose,
-    gen,
-)
+from . import _checking as checking
+from ._checking import NotImplementedYet
 
 __all__ = [
     "check_gpt_module",
@@ -115,16 +105,6 @@ def _check_tied(student: nn.Module, case: str) -> None:
         )
 
 
-def _load(student: nn.Module, ref: nn.Module, owner: str) -> None:
-    try:
-        student.double().load_state_dict(ref.state_dict())
-    except (RuntimeError, KeyError) as exc:
-        raise AssertionError(
-            f"{owner}: could not copy the package's weights into your model; it must have the "
-            f"submodules {_GPT_NAMES}, as in the stub. load_state_dict said: {str(exc).strip()}"
-        ) from exc
-
-
 def _with_norm_first(block, norm_first: bool, x: Tensor, mask: Tensor | None) -> Tensor:
     saved = block.norm_first
     block.norm_first = norm_first
@@ -197,9 +177,9 @@ def _check_blocks(student, ref, g, case) -> None:
             ) from exc
         with torch.no_grad():
             expected = theirs(x, attn_mask=mask)[0]
-            if close(y, expected):
+            if checking.close(y, expected):
                 continue
-            if close(y, _with_norm_first(theirs, False, x, mask)):
+            if checking.close(y, _with_norm_first(theirs, False, x, mask)):
                 raise AssertionError(
                     f"{case}: blocks[{i}] is a post-norm block. Likely mistake: post-norm instead of "
                     "pre-norm: a GPT's blocks are pre-norm, MyBlock(..., norm_first=True)"
@@ -215,7 +195,7 @@ def _compare_param_grads(student, ref, ids, upstream, case) -> None:
     """The gradients of ``sum(logits * upstream)`` with respect to every parameter must agree."""
     for model in (student, ref):
         model.zero_grad(set_to_none=True)
-    (call(student, ids) * upstream).sum().backward()
+    (checking.call(student, ids) * upstream).sum().backward()
     (ref(ids).logits * upstream).sum().backward()
     mine = dict(student.named_parameters())
     for name, p in ref.named_parameters():
@@ -227,7 +207,7 @@ def _compare_param_grads(student, ref, ids, upstream, case) -> None:
                 f"no gradient reached {name} for {case}: the logits are right, but forward cuts the "
                 "graph; do not use .detach(), .data, torch.no_grad() or numpy inside forward"
             )
-        if not close(q.grad, p.grad):
+        if not checking.close(q.grad, p.grad):
             err = (q.grad - p.grad).abs().max().item()
             raise AssertionError(
                 f"wrong gradient with respect to {name} for {case} (largest difference {err:.3g}), "
@@ -245,7 +225,7 @@ _GPT_SIZES = [  # (V, max_len, d_model, n_heads, n_layers, d_ff): odd vocabulari
 ]
 
 
-@checker("check_gpt_module")
+@checking.checker("check_gpt_module")
 def check_gpt_module(cls) -> None:
     """Check a module class ``cls(vocab_size, max_len, d_model, n_heads, n_layers, d_ff, dropout=0.0)``
     whose ``forward(input_ids)`` maps ``(B, L)`` token ids to ``(B, L, vocab_size)`` logits as
@@ -263,26 +243,26 @@ def check_gpt_module(cls) -> None:
             or offset, causal mask missing, post-norm blocks, embedding scaled by sqrt(d_model), dropout
             active in eval mode, gradients cut), or that a block does not compute the package's block.
     """
-    g = gen(29)
+    g = checking.gen(29)
     for sizes in _GPT_SIZES:
         V, max_len, D, H, n_layers, d_ff = sizes
         name = getattr(cls, "__name__", "your module")
         model_case = f"{name}{sizes[:4] + (n_layers, d_ff)}, dropout=0.2"
-        student = build(cls, sizes, {"dropout": 0.2}, seed=D)
+        student = checking.build(cls, sizes, {"dropout": 0.2}, seed=D)
         _check_tied(student, model_case)
         ref = _reference_gpt(sizes, g)
-        _load(student, ref, "check_gpt_module")
+        checking.load_reference(student, ref, "check_gpt_module", _GPT_NAMES)
         student.eval()
         _check_blocks(student, ref, g, model_case)
         for B, L in [(2, max_len - 2), (3, 1), (1, max_len)]:
             case = f"{model_case}, input_ids of shape {(B, L)}"
             ids = torch.randint(0, V, (B, L), generator=g)
             with torch.no_grad():
-                logits = call(student, ids.clone())
-                check_tensor(logits, "logits", (B, L, V), case)
-                again = call(student, ids.clone())
+                logits = checking.call(student, ids.clone())
+                checking.check_tensor(logits, "logits", (B, L, V), case)
+                again = checking.call(student, ids.clone())
                 expected = ref(ids).logits
-                if not torch.equal(logits, again) and not close(logits, expected):
+                if not torch.equal(logits, again) and not checking.close(logits, expected):
                     raise AssertionError(
                         f"{case}: two calls in eval mode gave different logits. Likely mistake: dropout "
                         "active in eval mode: call self.embedding_dropout (it follows model.eval()), "
@@ -291,7 +271,7 @@ def check_gpt_module(cls) -> None:
                 if L > 1:  # a change at the last position must leave every earlier logit alone
                     edited = ids.clone()
                     edited[:, -1] = (edited[:, -1] + 1) % V
-                    moved = (call(student, edited) - logits)[:, :-1].abs().max().item()
+                    moved = (checking.call(student, edited) - logits)[:, :-1].abs().max().item()
                     if moved > 0:
                         raise AssertionError(
                             f"{case}: changing the token at the last position changed the logits of "
@@ -299,13 +279,13 @@ def check_gpt_module(cls) -> None:
                             "missing: pass a causal mask (tl.causal_mask(L), True = may attend) to "
                             "every block"
                         )
-                if not close(logits, expected):
+                if not checking.close(logits, expected):
                     variants = {
                         m: _gpt_variant(ref, ids, v)
                         for m, v in _GPT_MISTAKES.items()
                         if not (v == "offset" and L + 1 > max_len)
                     }
-                    raise diagnose(logits, variants, case, "logits", expected)
+                    raise checking.diagnose(logits, variants, case, "logits", expected)
             upstream = torch.randn(B, L, V, generator=g, dtype=torch.float64)
             _compare_param_grads(student, ref, ids, upstream, case)
 
@@ -423,7 +403,7 @@ def _same_run(losses, params, other_losses, other_params) -> bool:
     )
 
 
-@checker("check_training_loop")
+@checking.checker("check_training_loop")
 def check_training_loop(fn: Callable) -> None:
     """Check ``fn(model, train_ids, cfg, progress=True) -> losses``: the training loop of
     :func:`~transformer_lite.training.train.train`, written out.
@@ -440,7 +420,7 @@ def check_training_loop(fn: Callable) -> None:
             schedule not applied, model left in eval mode, loss summed instead of averaged, optimizer
             stepped before backward), or saying what was returned instead of one loss per step.
     """
-    g = gen(31)
+    g = checking.gen(31)
     V, context = 7, 6
     ids = torch.randint(0, V, (400,), generator=g)
     for seed, steps in ((3, 4), (8, 5)):
@@ -464,7 +444,7 @@ def check_training_loop(fn: Callable) -> None:
         student = _handed_out(initial)
         with torch.random.fork_rng():
             try:
-                losses = call(fn, student, ids.clone(), cfg, progress=False)
+                losses = checking.call(fn, student, ids.clone(), cfg, progress=False)
             except AssertionError as exc:
                 if "modified by an inplace operation" not in str(exc):
                     raise
@@ -602,7 +582,7 @@ def _check_generated(out, prompt, n, expected, case, spy=None) -> None:
             f"{case}: expected {(B, L + n)}, received {tuple(out.shape)}: return the prompt followed "
             "by the new tokens"
         )
-    check_tensor(out, "generated tokens", (B, L + n), case)
+    checking.check_tensor(out, "generated tokens", (B, L + n), case)
     if not torch.equal(out[:, :L], prompt):
         raise AssertionError(f"{case}: the first L tokens returned must be the prompt itself")
     if torch.equal(out, expected):
@@ -674,8 +654,8 @@ def _check_cached_forward(student, ref, g, case) -> None:
         chunk = ids[:, a:b]
         where = f"{case}: positions {a} .. {b - 1} fed after {a} cached"
         with torch.no_grad():
-            logits = call(student, chunk.clone(), cache=cache)
-        check_tensor(logits, "logits", (2, size, V), where)
+            logits = checking.call(student, chunk.clone(), cache=cache)
+        checking.check_tensor(logits, "logits", (2, size, V), where)
         try:
             cached = len(cache)
         except Exception as exc:  # layers not (keys, values) pairs
@@ -700,20 +680,20 @@ def _check_cached_forward(student, ref, g, case) -> None:
                 "stored twice (duplicated keys)"
             )
         expected = full[:, a:b]
-        if not close(logits, expected):
+        if not checking.close(logits, expected):
             with torch.no_grad():
                 past = list(ref_cache.layers)
                 variants = {
                     m: _cached_variant(ref, chunk, past, v) for m, v in _CACHE_MISTAKES.items()
                 }
-            raise diagnose(logits, variants, where, "logits", expected)
+            raise checking.diagnose(logits, variants, where, "logits", expected)
         with torch.no_grad():
             ref(chunk, cache=ref_cache)
         a = b
     assert a <= max_len
 
 
-@checker("check_cached_generation")
+@checking.checker("check_cached_generation")
 def check_cached_generation(cls, generate: Callable) -> None:
     """Check ``cls``, a subclass of the learner's GPT whose ``forward(input_ids, cache=None)`` reads and
     extends a :class:`~transformer_lite.outputs.KVCache`, and
@@ -734,7 +714,7 @@ def check_cached_generation(cls, generate: Callable) -> None:
             one in the number of new tokens, sampling from the logits of the wrong position, the causal
             mask aligned top-left).
     """
-    g = gen(37)
+    g = checking.gen(37)
     sizes = (11, 10, 8, 2, 2, 17)
     ref = _reference_gpt(sizes, g)
     for B, L, n in [(2, 3, 5), (1, 1, 4), (3, 4, 0)]:
@@ -770,13 +750,13 @@ def check_cached_generation(cls, generate: Callable) -> None:
 
     name = getattr(cls, "__name__", "your module")
     case = f"{name}{sizes}"
-    student = build(cls, sizes, {"dropout": 0.2}, seed=3)
+    student = checking.build(cls, sizes, {"dropout": 0.2}, seed=3)
     _check_tied(student, case)
-    _load(student, ref, "check_cached_generation")
+    checking.load_reference(student, ref, "check_cached_generation", _GPT_NAMES)
     student.eval()
     ids = torch.randint(0, sizes[0], (2, 6), generator=g)
     with torch.no_grad():
-        if not close(call(student, ids.clone()), ref(ids).logits):
+        if not checking.close(checking.call(student, ids.clone()), ref(ids).logits):
             raise AssertionError(
                 f"{case}: without a cache your model's logits differ from the package's: make MyGPT "
                 "pass check_gpt_module first (forward(input_ids, cache=None) calls MyGPT.forward)"
@@ -843,7 +823,7 @@ def _validation_windows(val_ids: Tensor, context: int, n_batches: int = 10, batc
     return [random_batch(val_ids, batch_size, context, g) for _ in range(n_batches)]
 
 
-@checker("check_capstone")
+@checking.checker("check_capstone")
 def check_capstone(train_fn: Callable, generate: Callable, record: dict | None = None) -> None:
     """Check ``train_fn(corpus) -> (model, losses)``: the learner's GPT, built from their own modules,
     trained by their own loop on chapter 8's corpus (``load_shakespeare()``), and ``generate`` on it.
@@ -867,7 +847,7 @@ def check_capstone(train_fn: Callable, generate: Callable, record: dict | None =
     corpus = load_shakespeare()
     start = time.perf_counter()
     with torch.random.fork_rng():
-        result = call(train_fn, corpus)
+        result = checking.call(train_fn, corpus)
     seconds = time.perf_counter() - start
     model, losses = result if isinstance(result, tuple) else (result, None)
     if not isinstance(model, nn.Module):
