@@ -10,6 +10,10 @@ The package reads in the order of the book:
 - :mod:`transformer_lite.training`: data, toy tasks and the training loop (``python -m
   transformer_lite.training.train``);
 - :mod:`transformer_lite.chapters`: the book's figures, widgets, exercise checkers and analyses;
+- :mod:`transformer_lite.outputs`: what every attention, block, stack and model returns (named
+  tuples) and the key/value cache;
+- :mod:`transformer_lite.config`: the options of the models' configurations (``Literal`` types);
+- :mod:`transformer_lite.interop`: reading PyTorch's own modules (the ``from_torch`` bodies);
 - :mod:`transformer_lite.checks`: the input checks of the public entry points.
 
 Every public component is batch-first, documents its shapes and its source,
@@ -25,21 +29,42 @@ import importlib
 # safetensors) and the book's figures and widgets (matplotlib, plotly, ipywidgets) load only when a
 # name from them is asked for.
 _WHERE = {
+    # config
+    "Activation": ".config",
+    "FFActivation": ".config",
+    "Norm": ".config",
+    "Positional": ".config",
+    # outputs
+    "AttentionOutput": ".outputs",
+    "DecoderBlockOutput": ".outputs",
+    "DecoderOutput": ".outputs",
+    "EncoderOutput": ".outputs",
+    "Generation": ".outputs",
+    "KVCache": ".outputs",
+    "KeyValue": ".outputs",
+    "ModelOutput": ".outputs",
+    # models.bert
+    "BertConfig": ".models.bert",
+    "BertEncoder": ".models.bert",
     # models.decoder_only
     "DecoderOnlyConfig": ".models.decoder_only",
     "DecoderOnlyTransformer": ".models.decoder_only",
-    "KVCache": ".models.decoder_only",
-    "sample_next_token": ".models.decoder_only",
     # models.encoder_decoder
     "EncoderDecoderConfig": ".models.encoder_decoder",
     "EncoderDecoderTransformer": ".models.encoder_decoder",
     "TransformerDecoder": ".models.encoder_decoder",
     "TransformerEncoder": ".models.encoder_decoder",
     "greedy_decode": ".models.encoder_decoder",
+    # models.generation
+    "sample_next_token": ".models.generation",
     # models.recurrent_lm
+    "GRUConfig": ".models.recurrent_lm",
     "GRULanguageModel": ".models.recurrent_lm",
+    # models.tagger
+    "EncoderTagger": ".models.tagger",
+    "TaggerConfig": ".models.tagger",
+    "with_norm_first": ".models.tagger",
     # nn.attention
-    "GroupedQueryAttention": ".nn.attention",
     "MultiHeadAttention": ".nn.attention",
     "scaled_dot_product_attention": ".nn.attention",
     # nn.blocks
@@ -50,6 +75,7 @@ _WHERE = {
     # nn.efficient_attention
     "memory_efficient_attention": ".nn.efficient_attention",
     # nn.masks
+    "attention_bias": ".nn.masks",
     "bool_to_additive_mask": ".nn.masks",
     "causal_mask": ".nn.masks",
     "padding_mask": ".nn.masks",
@@ -73,8 +99,6 @@ _WHERE = {
     "relative_positions": ".nn.relative_position",
     "t5_relative_bucket": ".nn.relative_position",
     # pretrained.minilm
-    "BertConfig": ".pretrained.minilm",
-    "BertEncoder": ".pretrained.minilm",
     "WordPieceTokenizer": ".pretrained.minilm",
     "load_minilm": ".pretrained.minilm",
     # pretrained.smollm2
@@ -94,13 +118,17 @@ __all__ = [
     "relative_positions", "t5_relative_bucket", "T5RelativePositionBias", "ClippedRelativePositionBias",
     "alibi_slopes", "alibi_bias",
     "DecoderBlock", "RNN", "GRU", "memory_efficient_attention",
-    "RMSNorm", "SwiGLUFeedForward", "GroupedQueryAttention",
+    "RMSNorm", "SwiGLUFeedForward", "attention_bias",
+    # outputs: what the modules and models return; the options of the configurations
+    "KeyValue", "AttentionOutput", "DecoderBlockOutput", "EncoderOutput", "DecoderOutput",
+    "ModelOutput", "Generation", "KVCache", "Activation", "FFActivation", "Norm", "Positional",
     # models
     "TransformerEncoder", "TransformerDecoder", "EncoderDecoderConfig", "EncoderDecoderTransformer",
-    "greedy_decode", "DecoderOnlyConfig", "DecoderOnlyTransformer", "KVCache", "sample_next_token",
-    "GRULanguageModel",
+    "greedy_decode", "DecoderOnlyConfig", "DecoderOnlyTransformer", "sample_next_token",
+    "GRUConfig", "GRULanguageModel", "BertConfig", "BertEncoder",
+    "TaggerConfig", "EncoderTagger", "with_norm_first",
     # pretrained
-    "BertConfig", "BertEncoder", "WordPieceTokenizer", "load_minilm", "BPETokenizer", "load_smollm2",
+    "WordPieceTokenizer", "load_minilm", "BPETokenizer", "load_smollm2",
 ]
 # fmt: on
 

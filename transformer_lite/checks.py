@@ -38,7 +38,7 @@ __all__ = [
     "check_marker",
     "check_attention_inputs",
     "check_mask",
-    "heads_mask",
+    "check_heads_mask",
     "check_dropout",
     "check_projection_inputs",
     "check_heads",
@@ -292,7 +292,7 @@ def check_attention_inputs(owner, query, key, value, attn_mask=None) -> torch.Si
 
     The door of the two public attention functions, where a reader's own mask enters: a float mask
     may hold finite values and ``-inf``, and only here are its values read (NaN or ``+inf`` would
-    give NaN weights). The package's modules check shapes only (:func:`heads_mask`).
+    give NaN weights). The package's modules check shapes only (:func:`check_heads_mask`).
     """
     for name, t in (("query", query), ("key", key), ("value", value)):
         if not isinstance(t, Tensor) or t.dim() < 2:
@@ -366,16 +366,16 @@ def check_mask(owner, attn_mask, batch_shape: torch.Size, L: int, S: int) -> Non
         )
 
 
-def heads_mask(owner, attn_mask, n_heads: int, B: int, L: int, S: int):
-    """Check a module's ``attn_mask`` against its ``n_heads`` heads, ``L`` queries and ``S`` keys, and
-    give a per-sequence mask its head axis.
+def check_heads_mask(owner, attn_mask, n_heads: int, B: int, L: int, S: int) -> None:
+    """Raise ``ValueError`` unless ``attn_mask`` fits a module's ``n_heads`` heads, ``L`` queries and
+    ``S`` keys.
 
     The attention modules and blocks take ``(L, S)``, ``(B, L, S)`` (one mask per sequence, shared
-    by the heads) or ``(B|1, 1|H, L, S)``, bool or float (shapes and dtype checked, values not).
-    Returns ``None``, or the mask with a ``(B, L, S)`` one as ``(B, 1, L, S)``.
+    by the heads) or ``(B|1, 1|H, L, S)``, bool or float (shapes and dtype checked, values not);
+    :func:`~transformer_lite.nn.masks.attention_bias` gives a ``(B, L, S)`` one its head axis.
     """
     if attn_mask is None:
-        return None
+        return
     dims = attn_mask.dim() if isinstance(attn_mask, Tensor) else 2
     if dims not in (2, 3, 4) or (dims == 4 and attn_mask.shape[1] not in (1, n_heads)):
         raise ValueError(
@@ -384,7 +384,6 @@ def heads_mask(owner, attn_mask, n_heads: int, B: int, L: int, S: int):
         )
     attn_mask = attn_mask.unsqueeze(1) if dims == 3 else attn_mask  # (B, L, S) -> (B, 1, L, S)
     check_mask(owner, attn_mask, torch.Size((B, n_heads)), L, S)
-    return attn_mask
 
 
 @contextmanager

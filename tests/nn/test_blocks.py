@@ -61,7 +61,7 @@ def test_block_matches_torch_encoder_layer(norm_first, act_name, mask_kind):
     x = rand(3, 5, D, seed=1) * 2
     our_mask, kwargs = masks_for(mask_kind)
 
-    y, weights = ours(x, attn_mask=our_mask)
+    y, weights, _ = ours(x, attn_mask=our_mask)
     close(y, layer(x, **kwargs))
 
     # The weights the block returns are those of its self-attention sublayer on that sublayer's input.
@@ -85,8 +85,8 @@ def test_block_is_causal_flag_equals_explicit_causal_mask_and_torch(norm_first):
     layer = torch_layer(norm_first, "gelu", seed=2)
     ours = TransformerBlock.from_torch(layer).eval()
     x = rand(2, 5, D, seed=2)
-    y_flag, w_flag = ours(x, is_causal=True)
-    y_mask, w_mask = ours(x, attn_mask=causal_mask(5))
+    y_flag, w_flag, _ = ours(x, is_causal=True)
+    y_mask, w_mask, _ = ours(x, attn_mask=causal_mask(5))
     close(y_flag, y_mask)
     close(w_flag, w_mask)
     close(y_flag, layer(x, src_mask=~causal_mask(5), is_causal=True))
@@ -99,7 +99,7 @@ def test_block_matches_torch_fast_path_under_no_grad(norm_first):
     ours = TransformerBlock.from_torch(layer).eval()
     x = rand(3, 5, D, seed=3)
     with torch.no_grad():
-        y, _ = ours(x, attn_mask=padding_mask(VALID))
+        y, _, _ = ours(x, attn_mask=padding_mask(VALID))
         y_t = layer(x, src_key_padding_mask=~VALID.bool())
     real = VALID.bool()
     close(y[real], y_t[real], atol=1e-10)
@@ -173,8 +173,8 @@ def test_block_dropout_train_differs_from_eval():
     torch.manual_seed(7)
     blk = TransformerBlock(D, H, D_FF, dropout=0.3).to(F64)
     x = rand(2, 5, D, seed=7)
-    y_eval, _ = blk.eval()(x)
-    y_train, _ = blk.train()(x)
+    y_eval, _, _ = blk.eval()(x)
+    y_train, _, _ = blk.train()(x)
     assert not torch.allclose(y_train, y_eval)
     blk0 = TransformerBlock(D, H, D_FF, dropout=0.0).to(F64)
     assert torch.equal(blk0.train()(x)[0], blk0.eval()(x)[0])

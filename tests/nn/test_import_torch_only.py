@@ -44,10 +44,10 @@ def test_nn_and_models_import_and_run_with_torch_alone():
 import transformer_lite.nn, transformer_lite.models
 import transformer_lite as tl
 x = torch.randn(2, 5, 8)
-y, _ = tl.MultiHeadAttention(8, 2)(x, x, x, attn_mask=tl.causal_mask(5))
+y = tl.MultiHeadAttention(8, 2)(x, attn_mask=tl.causal_mask(5)).output
 assert y.shape == (2, 5, 8)
 model = tl.DecoderOnlyTransformer(tl.DecoderOnlyConfig(vocab_size=11, max_len=8, d_model=8, n_heads=2, d_ff=16))
-assert model(torch.zeros(1, 4, dtype=torch.long)).shape == (1, 4, 11)
+assert model(torch.zeros(1, 4, dtype=torch.long)).logits.shape == (1, 4, 11)
 loaded = sorted({m.split(".")[0] for m in sys.modules} & BLOCKED)
 assert not loaded, loaded
 print("ok")

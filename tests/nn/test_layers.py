@@ -219,7 +219,7 @@ def test_feedforward_rejects_wrong_dim():
 
 def test_positional_embedding_adds_rows_offset_to_offset_plus_len():
     torch.manual_seed(20)
-    pe = LearnedPositionalEmbedding(10, 4)
+    pe = LearnedPositionalEmbedding(4, 10)
     x = rand(2, 3, 4, seed=20, dtype=torch.float32)  # distinct rows: a wrong offset must show
     table = pe.weight.detach()
     assert torch.equal(pe(x), x + table[0:3])
@@ -228,7 +228,7 @@ def test_positional_embedding_adds_rows_offset_to_offset_plus_len():
 
 
 def test_positional_embedding_rejects_positions_past_max_len():
-    pe = LearnedPositionalEmbedding(10, 4)
+    pe = LearnedPositionalEmbedding(4, 10)
     with pytest.raises(
         ValueError, match=r"positions 0\.\.10 requested, but max_len=10 allows positions 0\.\.9"
     ):
@@ -248,14 +248,25 @@ def test_positional_embedding_rejects_positions_past_max_len():
 )
 def test_positional_embedding_rejects_bad_arguments(shape, offset, pattern):
     with pytest.raises(ValueError, match=pattern):
-        LearnedPositionalEmbedding(10, 4)(torch.zeros(shape), offset=offset)
+        LearnedPositionalEmbedding(4, 10)(torch.zeros(shape), offset=offset)
 
 
 def test_positional_embedding_constructor_errors():
     with pytest.raises(
-        ValueError, match=r"expected positive int max_len and d_model, received 0, 4"
+        ValueError, match=r"expected positive int d_model and max_len, received 4, 0"
     ):
-        LearnedPositionalEmbedding(0, 4)
+        LearnedPositionalEmbedding(4, 0)
+
+
+def test_positional_embedding_takes_d_model_first():
+    """(d_model, max_len), as every module of the package; max_len != d_model, so the old order
+    (max_len, d_model) would give the transposed table."""
+    torch.manual_seed(0)
+    pe = LearnedPositionalEmbedding(4, 10)
+    assert pe.weight.shape == (10, 4) and (pe.d_model, pe.max_len) == (4, 10)
+    torch.manual_seed(0)
+    assert torch.equal(pe.weight, torch.randn(10, 4) * 0.02)  # GPT-2's N(0, 0.02^2), one draw
+    assert pe(torch.zeros(2, 10, 4)).shape == (2, 10, 4)
 
 
 @pytest.mark.filterwarnings("ignore:Mismatch dtype between input and weight")

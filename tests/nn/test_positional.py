@@ -280,8 +280,8 @@ def test_self_attention_without_positions_is_permutation_equivariant(seed, L):
     g = torch.Generator().manual_seed(seed)
     x = torch.randn(2, L, 8, dtype=F64, generator=g)
     perm = torch.randperm(L, generator=g)
-    y, w = mha(x, x, x)
-    y_p, w_p = mha(x[:, perm], x[:, perm], x[:, perm])
+    y, w, _ = mha(x, x, x)
+    y_p, w_p, _ = mha(x[:, perm], x[:, perm], x[:, perm])
     close(y_p, y[:, perm])  # permuting the inputs permutes the outputs, exactly
     close(w_p, w[:, :, perm][:, :, :, perm])
 

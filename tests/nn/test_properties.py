@@ -141,8 +141,8 @@ def test_causal_block_future_token_never_changes_earlier_outputs(
     x = torch.randn(2, L, 8, dtype=F64, generator=gen)
     x2 = x.clone()
     x2[:, p] = torch.randn(2, 8, dtype=F64, generator=gen)
-    y1, w1 = blk(x, is_causal=True)
-    y2, w2 = blk(x2, is_causal=True)
+    y1, w1, _ = blk(x, is_causal=True)
+    y2, w2, _ = blk(x2, is_causal=True)
     torch.testing.assert_close(y1[:, :p], y2[:, :p], atol=1e-12, rtol=0)
     torch.testing.assert_close(w1[:, :, :p], w2[:, :, :p], atol=1e-12, rtol=0)
     assert not torch.allclose(y1[:, p], y2[:, p]), "the changed position itself must change"
@@ -161,9 +161,9 @@ def test_mha_self_attention_is_permutation_equivariant(B, L, n_heads, seed, data
     torch.manual_seed(seed)
     mha = MultiHeadAttention(8, n_heads).to(F64).eval()
     x = torch.randn(B, L, 8, dtype=F64, generator=torch.Generator().manual_seed(seed))
-    out, w = mha(x, x, x)
+    out, w, _ = mha(x, x, x)
     xp = x[:, perm]
-    out_p, w_p = mha(xp, xp, xp)
+    out_p, w_p, _ = mha(xp, xp, xp)
     torch.testing.assert_close(out_p, out[:, perm], atol=1e-12, rtol=1e-10)
     torch.testing.assert_close(w_p, w[:, :, perm][:, :, :, perm], atol=1e-12, rtol=1e-10)
 
@@ -180,8 +180,8 @@ def test_mha_cross_attention_ignores_key_order(L, S, seed, data):
         torch.randn(2, L, 8, dtype=F64, generator=gen),
         torch.randn(2, S, 8, dtype=F64, generator=gen),
     )
-    out, w = mha(q, kv, kv)
-    out_p, w_p = mha(q, kv[:, perm], kv[:, perm])
+    out, w, _ = mha(q, kv, kv)
+    out_p, w_p, _ = mha(q, kv[:, perm], kv[:, perm])
     torch.testing.assert_close(out_p, out, atol=1e-12, rtol=1e-10)
     torch.testing.assert_close(w_p, w[..., perm], atol=1e-12, rtol=1e-10)
 
@@ -202,8 +202,8 @@ def test_block_is_permutation_equivariant_without_positions_or_mask(
     torch.manual_seed(seed)
     blk = TransformerBlock(8, 2, 12, activation=activation, norm_first=norm_first).to(F64).eval()
     x = torch.randn(B, L, 8, dtype=F64, generator=torch.Generator().manual_seed(seed))
-    y, w = blk(x)
-    y_p, w_p = blk(x[:, perm])
+    y, w, _ = blk(x)
+    y_p, w_p, _ = blk(x[:, perm])
     torch.testing.assert_close(y_p, y[:, perm], atol=1e-12, rtol=1e-10)
     torch.testing.assert_close(w_p, w[:, :, perm][:, :, :, perm], atol=1e-12, rtol=1e-10)
 
@@ -219,7 +219,7 @@ def test_causal_mask_breaks_permutation_equivariance(L, seed, data):
     torch.manual_seed(seed)
     mha = MultiHeadAttention(8, 2).to(F64).eval()
     x = torch.randn(1, L, 8, dtype=F64, generator=torch.Generator().manual_seed(seed))
-    out, _ = mha(x, x, x, attn_mask=causal_mask(L))
+    out, _, _ = mha(x, x, x, attn_mask=causal_mask(L))
     xp = x[:, perm]
-    out_p, _ = mha(xp, xp, xp, attn_mask=causal_mask(L))
+    out_p, _, _ = mha(xp, xp, xp, attn_mask=causal_mask(L))
     assert not torch.allclose(out_p, out[:, perm])

@@ -300,7 +300,7 @@ def test_bias_in_multi_head_attention_is_per_head_even_when_batch_equals_heads()
     # B == H == 2: an (H, L, S) mask would be misread as (B, L, S)
     x = torch.randn(2, 5, 8, dtype=F64)
     bias = rel(5)
-    _, w = mha(x, x, x, attn_mask=bias)
+    _, w, _ = mha(x, x, x, attn_mask=bias)
     q = mha._split_heads(mha.q_proj(x))
     k = mha._split_heads(mha.k_proj(x))
     for b in range(2):

@@ -1,7 +1,9 @@
 """The components of a transformer, in the order of the book.
 
-- :mod:`.masks`: causal and padding masks, boolean to additive;
-- :mod:`.attention`: scaled dot-product attention, multi-head and grouped-query attention;
+- :mod:`.masks`: causal and padding masks, boolean to additive, and :func:`.masks.attention_bias`,
+  the one place a mask becomes the additive ``M`` the attention adds;
+- :mod:`.attention`: scaled dot-product attention and multi-head attention (grouped-query and
+  multi-query with ``n_kv_heads``);
 - :mod:`.efficient_attention`: the tiled (memory-efficient, online-softmax) attention;
 - :mod:`.normalization`: LayerNorm and RMSNorm;
 - :mod:`.positional`: sinusoidal, learned and rotary (RoPE) positions;
@@ -12,7 +14,7 @@
 - :mod:`.dtypes`: the dtype rules (half precision computes in float32; RoPE's angle dtype).
 
 A GPT-style block reads in three files: :mod:`.blocks` (the feed-forward
-network and :class:`TransformerBlock`), :mod:`.attention` (:class:`GroupedQueryAttention`, which
+network and :class:`TransformerBlock`), :mod:`.attention` (:class:`MultiHeadAttention`, which
 takes its causal mask from :func:`.masks.causal_mask`, met in chapter 2, and in the Llama-style variant its rotary positions from
 :mod:`.positional`) and :mod:`.normalization`.
 """

@@ -23,8 +23,8 @@ norms (:mod:`.normalization`):
 
 The feed-forward networks sit here, beside the blocks, as in ``torch.nn.TransformerEncoderLayer``
 (whose ``linear1``/``linear2`` they match) and nanoGPT's ``MLP``: a GPT-style block reads in
-this file, :mod:`.attention` and :mod:`.normalization`. The ``from_torch`` helpers that read
-torch's layers come last.
+this file, :mod:`.attention` and :mod:`.normalization`. Reading torch's layers (``from_torch``)
+is :mod:`transformer_lite.interop`.
 """
 
 from __future__ import annotations
@@ -38,9 +38,10 @@ from ..checks import (
     check_last_dim,
     check_positive_sizes,
     check_sequences,
-    check_type,
 )
-from .attention import GroupedQueryAttention, KVPair, MultiHeadAttention
+from ..config import Activation, FFActivation, Norm
+from ..outputs import AttentionOutput, DecoderBlockOutput, KeyValue
+from .attention import MultiHeadAttention
 from .normalization import LayerNorm, RMSNorm
 from .positional import RotaryEmbedding
 
@@ -84,7 +85,7 @@ class PositionwiseFeedForward(nn.Module):
     """
 
     def __init__(
-        self, d_model: int, d_ff: int, activation: str = "relu", dropout: float = 0.0
+        self, d_model: int, d_ff: int, activation: FFActivation = "relu", dropout: float = 0.0
     ) -> None:
         super().__init__()
         check_choice(self, "activation", activation, tuple(_ACTIVATIONS))
@@ -147,7 +148,7 @@ class SwiGLUFeedForward(nn.Module):
         return self.down_proj(self.dropout(hidden))  # (..., D)
 
 
-def make_norm(kind: str, d_model: int, eps: float) -> nn.Module:
+def make_norm(kind: Norm, d_model: int, eps: float) -> nn.Module:
     """``LayerNorm`` for ``kind="layernorm"``, ``RMSNorm`` for ``kind="rmsnorm"``.
 
     Raises:
@@ -160,44 +161,39 @@ def make_norm(kind: str, d_model: int, eps: float) -> nn.Module:
 class TransformerBlock(nn.Module):
     """One transformer block: self-attention and a feed-forward network, each in a residual connection.
 
-    Post-norm (``norm_first=False``, the original Transformer and BERT)::
+    Post-norm (``norm_first=False``, the original Transformer and BERT; Vaswani et al., 2017,
+    Sec. 3.1)::
 
         x = norm1(x + dropout(self_attn(x)))
         x = norm2(x + dropout(ff(x)))
 
-    Pre-norm (``norm_first=True``, GPT-2 and later)::
+    Pre-norm (``norm_first=True``, GPT-2 and later; Xiong et al., 2020)::
 
         x = x + dropout(self_attn(norm1(x)))
         x = x + dropout(ff(norm2(x)))
 
     The same class is the encoder block (chapters 4 and 5, MiniLM) and, called with
     ``is_causal=True``, the decoder-only block (chapter 8, SmolLM2; Radford et al., 2019;
-    Touvron et al., 2023, Sec. 2.2, for RMSNorm, SwiGLU and rotary positions).
-
-    The self-attention is a :class:`MultiHeadAttention` (called ``self_attn(q, k, v)``, as in
-    chapters 1 to 4) when ``n_kv_heads`` is ``None``, and a :class:`GroupedQueryAttention` with
-    ``n_kv_heads`` key/value heads otherwise; only the latter takes a rotary embedding and a
-    key/value cache. With ``n_kv_heads == n_heads`` the two have the same parameters (names,
-    shapes, creation order) and compute the same output.
+    Touvron et al., 2023, Sec. 2.2, for RMSNorm, SwiGLU, grouped-query attention and rotary
+    positions), with a key/value cache.
 
     Args:
         d_model: model width D.
         n_heads: number of attention heads H (must divide ``d_model``).
         d_ff: hidden width of the feed-forward network.
+        n_kv_heads: key/value heads of the attention (must divide ``n_heads``); ``None``
+            means ``n_heads`` (ordinary multi-head attention).
         dropout: dropout on attention weights, in the feed-forward network and on each sublayer output.
         activation: ``"relu"`` or ``"gelu"`` (:class:`PositionwiseFeedForward`), or ``"swiglu"``
             (:class:`SwiGLUFeedForward`).
+        norm: ``"layernorm"`` or ``"rmsnorm"``.
         norm_first: pre-norm if True, post-norm if False.
         eps: epsilon of the two norms.
-        n_kv_heads: ``None`` for multi-head attention, or the number of key/value heads
-            of grouped-query attention (must divide ``n_heads``).
-        norm: ``"layernorm"`` or ``"rmsnorm"``.
         bias: biases in the attention projections and in SwiGLU (the ReLU/GELU network always has them).
-        rotary: a :class:`RotaryEmbedding` of width ``d_head`` for queries and keys, or ``None``
-            (needs ``n_kv_heads``).
+        rotary: a :class:`RotaryEmbedding` of width ``d_head`` for queries and keys, or ``None``.
 
     Attributes:
-        self_attn (MultiHeadAttention or GroupedQueryAttention), ff, norm1, norm2.
+        self_attn (MultiHeadAttention), ff, norm1, norm2.
 
     Raises:
         ValueError: for options other than the above, or as the attention, feed-forward and norms.
@@ -208,28 +204,22 @@ class TransformerBlock(nn.Module):
         d_model: int,
         n_heads: int,
         d_ff: int,
+        *,
+        n_kv_heads: int | None = None,
         dropout: float = 0.0,
-        activation: str = "relu",
+        activation: Activation = "relu",
+        norm: Norm = "layernorm",
         norm_first: bool = False,
         eps: float = 1e-5,
-        n_kv_heads: int | None = None,
-        norm: str = "layernorm",
         bias: bool = True,
         rotary: RotaryEmbedding | None = None,
     ) -> None:
         super().__init__()
         check_dropout(self, dropout)  # here, so the message names this block
-        if rotary is not None and n_kv_heads is None:
-            raise ValueError(
-                f"{type(self).__name__}: a rotary embedding needs grouped-query attention: expected n_kv_heads (n_heads for ordinary multi-head attention), received None"
-            )
         self.norm_first = norm_first
-        if n_kv_heads is None:
-            self.self_attn = MultiHeadAttention(d_model, n_heads, dropout=dropout, bias=bias)
-        else:
-            self.self_attn = GroupedQueryAttention(
-                d_model, n_heads, n_kv_heads, dropout=dropout, bias=bias, rotary=rotary
-            )
+        self.self_attn = MultiHeadAttention(
+            d_model, n_heads, n_kv_heads, dropout=dropout, bias=bias, rotary=rotary
+        )
         if activation == "swiglu":
             self.ff = SwiGLUFeedForward(d_model, d_ff, dropout=dropout, bias=bias)
         else:
@@ -242,72 +232,50 @@ class TransformerBlock(nn.Module):
     def forward(
         self,
         x: Tensor,
+        *,
         attn_mask: Tensor | None = None,
         is_causal: bool = False,
-        past_kv: KVPair | None = None,
-        use_cache: bool = False,
-    ) -> tuple[Tensor, Tensor] | tuple[Tensor, Tensor, KVPair]:
+        cache: KeyValue | None = None,
+    ) -> AttentionOutput:
         """Apply the block to ``x`` of shape ``(B, L, d_model)``.
 
         Args:
-            x: ``(B, L, d_model)``; with ``past_kv``, the ``L`` new positions.
+            x: ``(B, L, d_model)``; with ``cache``, the ``L`` new positions.
             attn_mask: bool (``True`` = may attend) or float (added) mask, ``(L, S)``,
-                ``(B, L, S)`` or ``(B, H|1, L, S)``, as in the attention module.
+                ``(B, L, S)`` or ``(B, H|1, L, S)``, as in :class:`MultiHeadAttention`.
             is_causal: apply the causal mask (aligned bottom-right when keys are cached).
-            past_kv: cached ``(keys, values)`` of this block, each ``(B, n_kv_heads, S_past,
-                d_head)``, or ``None`` (grouped-query attention only).
-            use_cache: also return this block's keys and values for all ``S = S_past + L``
-                positions (grouped-query attention only).
+            cache: this block's :class:`~transformer_lite.outputs.KeyValue` from the previous
+                step, each ``(B, n_kv_heads, S_past, d_head)``, or ``None``.
 
         Returns:
-            ``(y, weights)``: ``y`` ``(B, L, d_model)`` and the self-attention weights
-            ``(B, H, L, S)``; with ``use_cache=True``, ``(y, weights, present_kv)``, the
-            keys and values to pass as ``past_kv`` at the next step (as Hugging Face's ``use_cache``).
+            :class:`~transformer_lite.outputs.AttentionOutput` ``(output, weights, cache)``:
+            ``(B, L, d_model)``, the self-attention weights ``(B, H, L, S)``, and the keys and
+            values of all ``S = S_past + L`` positions, to pass as ``cache`` at the next step.
 
         Raises:
-            ValueError: for a cache of a multi-head-attention block, or as the attention module.
+            ValueError: as the attention module.
         """
-        grouped = isinstance(self.self_attn, GroupedQueryAttention)
-        if not grouped and (past_kv is not None or use_cache):
-            raise ValueError(
-                f"{type(self).__name__}: a key/value cache needs grouped-query attention: build the block with n_kv_heads"
-            )
         if self.norm_first:  # pre-norm: x + Sublayer(LN(x))
-            h, weights, present = self._self_attention(self.norm1(x), attn_mask, is_causal, past_kv)
-            x = x + self.dropout1(h)
+            a = self.self_attn(self.norm1(x), attn_mask=attn_mask, is_causal=is_causal, cache=cache)
+            x = x + self.dropout1(a.output)
             x = x + self.dropout2(self.ff(self.norm2(x)))
         else:  # post-norm: LN(x + Sublayer(x))
-            h, weights, present = self._self_attention(x, attn_mask, is_causal, past_kv)
-            x = self.norm1(x + self.dropout1(h))
+            a = self.self_attn(x, attn_mask=attn_mask, is_causal=is_causal, cache=cache)
+            x = self.norm1(x + self.dropout1(a.output))
             x = self.norm2(x + self.dropout2(self.ff(x)))
-        return (x, weights, present) if use_cache else (x, weights)
-
-    def _self_attention(
-        self, h: Tensor, attn_mask: Tensor | None, is_causal: bool, past_kv: KVPair | None
-    ) -> tuple[Tensor, Tensor, KVPair | None]:
-        """``(out, weights, present_kv)`` of the self-attention on ``h`` (``present_kv`` None for
-        multi-head attention, which keeps no cache)."""
-        if isinstance(self.self_attn, GroupedQueryAttention):
-            return self.self_attn(h, past_kv, attn_mask=attn_mask, is_causal=is_causal)
-        out, weights = self.self_attn(h, h, h, attn_mask=attn_mask, is_causal=is_causal)
-        return out, weights, None
+        return AttentionOutput(x, a.weights, a.cache)
 
     @classmethod
     def from_torch(cls, layer: nn.TransformerEncoderLayer) -> TransformerBlock:
-        """Build a :class:`TransformerBlock` computing the same function as an ``nn.TransformerEncoderLayer``.
-
-        Unlike the torch layer, which returns the output tensor only, ours returns
-        ``(y, weights)``: the chapters plot what each head attends to.
-
-        Copies the attention, feed-forward and both layer norms, and reads
-        ``norm_first``, the activation (ReLU or GELU), dropout and eps. Remember
-        that the torch layer's boolean ``src_mask`` means ``True`` = blocked,
-        the opposite of ours.
+        """Build a :class:`TransformerBlock` computing the same function as an
+        ``nn.TransformerEncoderLayer`` (:func:`transformer_lite.interop.block_from_torch`).
 
         Raises:
             ValueError: for another layer, or one with another activation or ``bias=False``.
         """
-        return _block_from_torch(cls, layer, nn.TransformerEncoderLayer, self_attn="self_attn")
+        from ..interop import block_from_torch  # noqa: PLC0415 (interop imports nn: a cycle at top level)
+
+        return block_from_torch(layer, cls)
 
 
 class DecoderBlock(nn.Module):
@@ -319,13 +287,13 @@ class DecoderBlock(nn.Module):
 
     Post-norm (``norm_first=False``, the original Transformer)::
 
-        x = norm1(x + dropout(self_attn(x, x, x)))
+        x = norm1(x + dropout(self_attn(x)))
         x = norm2(x + dropout(cross_attn(x, memory, memory)))
         x = norm3(x + dropout(ff(x)))
 
     Pre-norm (``norm_first=True``)::
 
-        x = x + dropout(self_attn(norm1(x), norm1(x), norm1(x)))
+        x = x + dropout(self_attn(norm1(x)))
         x = x + dropout(cross_attn(norm2(x), memory, memory))
         x = x + dropout(ff(norm3(x)))
 
@@ -350,8 +318,9 @@ class DecoderBlock(nn.Module):
         d_model: int,
         n_heads: int,
         d_ff: int,
+        *,
         dropout: float = 0.0,
-        activation: str = "relu",
+        activation: FFActivation = "relu",
         norm_first: bool = False,
         eps: float = 1e-5,
     ) -> None:
@@ -372,10 +341,11 @@ class DecoderBlock(nn.Module):
         self,
         x: Tensor,
         memory: Tensor,
+        *,
         attn_mask: Tensor | None = None,
         memory_mask: Tensor | None = None,
         is_causal: bool = False,
-    ) -> tuple[Tensor, Tensor, Tensor]:
+    ) -> DecoderBlockOutput:
         """Apply the block to target states ``x`` attending to the encoder output ``memory``.
 
         The block does not make itself causal: pass ``is_causal=True`` (or a
@@ -394,10 +364,10 @@ class DecoderBlock(nn.Module):
                 (combined with ``attn_mask`` if both are given).
 
         Returns:
-            ``(y, self_weights, cross_weights)``: ``y`` ``(B, L, d_model)``; the
-            self-attention weights ``(B, H, L, L)``; the cross-attention weights
-            ``(B, H, L, S)`` (row ``i`` shows how target position ``i`` spreads
-            its attention over the source positions).
+            :class:`~transformer_lite.outputs.DecoderBlockOutput` ``(output, weights,
+            cross_weights)``: ``(B, L, d_model)``; the self-attention weights ``(B, H, L, L)``;
+            the cross-attention weights ``(B, H, L, S)`` (row ``i`` shows how target position
+            ``i`` spreads its attention over the source positions).
 
         Raises:
             ValueError: for inputs or masks of other shapes or dtypes.
@@ -405,97 +375,27 @@ class DecoderBlock(nn.Module):
         check_sequences(self, self.d_model, x=x, memory=memory)
         # cross-attention: queries from the decoder, keys and values from the memory
         if self.norm_first:  # pre-norm: x + Sublayer(LN(x))
-            h = self.norm1(x)
-            a, self_weights = self.self_attn(h, h, h, attn_mask=attn_mask, is_causal=is_causal)
-            x = x + self.dropout1(a)
-            a, cross_weights = self.cross_attn(self.norm2(x), memory, memory, attn_mask=memory_mask)
-            x = x + self.dropout2(a)
+            a = self.self_attn(self.norm1(x), attn_mask=attn_mask, is_causal=is_causal)
+            x = x + self.dropout1(a.output)
+            c = self.cross_attn(self.norm2(x), memory, memory, attn_mask=memory_mask)
+            x = x + self.dropout2(c.output)
             x = x + self.dropout3(self.ff(self.norm3(x)))
         else:  # post-norm: LN(x + Sublayer(x))
-            a, self_weights = self.self_attn(x, x, x, attn_mask=attn_mask, is_causal=is_causal)
-            x = self.norm1(x + self.dropout1(a))
-            a, cross_weights = self.cross_attn(x, memory, memory, attn_mask=memory_mask)
-            x = self.norm2(x + self.dropout2(a))
+            a = self.self_attn(x, attn_mask=attn_mask, is_causal=is_causal)
+            x = self.norm1(x + self.dropout1(a.output))
+            c = self.cross_attn(x, memory, memory, attn_mask=memory_mask)
+            x = self.norm2(x + self.dropout2(c.output))
             x = self.norm3(x + self.dropout3(self.ff(x)))
-        return x, self_weights, cross_weights
+        return DecoderBlockOutput(x, a.weights, c.weights)
 
     @classmethod
     def from_torch(cls, layer: nn.TransformerDecoderLayer) -> DecoderBlock:
-        """Build a :class:`DecoderBlock` computing the same function as an ``nn.TransformerDecoderLayer``.
-
-        Unlike the torch layer, which returns the output tensor only, ours returns
-        ``(y, self_weights, cross_weights)``: the chapters plot what each head attends to.
-
-        Copies both attentions (``self_attn`` and torch's ``multihead_attn``),
-        the feed-forward network and the three layer norms, and reads
-        ``norm_first``, the activation, dropout and eps; dtype and device
-        follow ``layer``. Our block is batch-first whatever ``layer.batch_first``
-        says. torch's boolean ``tgt_mask``/``memory_mask`` and key-padding
-        masks mean ``True`` = blocked, the opposite of ours.
+        """Build a :class:`DecoderBlock` computing the same function as an
+        ``nn.TransformerDecoderLayer`` (:func:`transformer_lite.interop.decoder_block_from_torch`).
 
         Raises:
             ValueError: for another layer, or one with another activation or ``bias=False``.
         """
-        return _block_from_torch(
-            cls,
-            layer,
-            nn.TransformerDecoderLayer,
-            self_attn="self_attn",
-            cross_attn="multihead_attn",
-        )
+        from ..interop import decoder_block_from_torch  # noqa: PLC0415 (interop imports nn: a cycle at top level)
 
-
-# Reading torch's layers (``from_torch``).
-
-
-def _torch_activation_name(fn) -> str | None:
-    """``"relu"`` or ``"gelu"`` for the activations our feed-forward network computes exactly, else ``None``.
-
-    Accepts what ``nn.TransformerEncoderLayer`` and ``nn.TransformerDecoderLayer`` store in
-    ``.activation``: ``F.relu``/``F.gelu`` or ``nn.ReLU()``/``nn.GELU()``. ``nn.GELU(approximate="tanh")``
-    is a different function and gives ``None``.
-    """
-    if fn is F.relu or isinstance(fn, nn.ReLU):
-        return "relu"
-    if fn is F.gelu or (isinstance(fn, nn.GELU) and fn.approximate == "none"):
-        return "gelu"
-    return None
-
-
-def _block_from_torch(cls: type, layer: nn.Module, expected: type, **attentions: str):
-    """Our block ``cls`` with the options and weights of the torch layer ``layer``.
-
-    ``attentions`` names each of our attention modules after torch's (``cross_attn="multihead_attn"``);
-    the norms (``norm1``, ``norm2``, ...) and the feed-forward network's ``linear1``/``linear2``
-    have the same names in both. The block is built in ``layer``'s dtype before the weights
-    are copied: copying float64 weights into float32 parameters would round them.
-    """
-    check_type(cls.from_torch, layer, expected)
-    activation = _torch_activation_name(layer.activation)
-    if activation is None:
-        raise ValueError(
-            f"{cls.__name__}.from_torch: expected a ReLU or exact GELU activation, "
-            f"received {layer.activation!r}"
-        )
-    if layer.linear1.bias is None:
-        raise ValueError(
-            f"{cls.__name__}.from_torch: layers built with bias=False are not supported"
-        )
-    w = layer.linear1.weight
-    ours = cls(
-        d_model=layer.self_attn.embed_dim,
-        n_heads=layer.self_attn.num_heads,
-        d_ff=layer.linear1.out_features,
-        dropout=layer.dropout.p,
-        activation=activation,
-        norm_first=layer.norm_first,
-        eps=layer.norm1.eps,
-    ).to(dtype=w.dtype, device=w.device)
-    for ours_name, torch_name in attentions.items():
-        setattr(ours, ours_name, MultiHeadAttention.from_torch(getattr(layer, torch_name)))
-    for name, module in list(ours.named_children()):
-        if isinstance(module, LayerNorm):
-            setattr(ours, name, LayerNorm.from_torch(getattr(layer, name)))
-    ours.ff.linear1.load_state_dict(layer.linear1.state_dict())
-    ours.ff.linear2.load_state_dict(layer.linear2.state_dict())
-    return ours.to(dtype=w.dtype, device=w.device)
+        return decoder_block_from_torch(layer, cls)

@@ -21,7 +21,7 @@ from torch import Tensor
 
 from ..checks import check_positive_int
 
-__all__ = ["causal_mask", "padding_mask", "bool_to_additive_mask"]
+__all__ = ["causal_mask", "padding_mask", "bool_to_additive_mask", "attention_bias"]
 
 
 def causal_mask(L: int, S: int | None = None, device: torch.device | str | None = None) -> Tensor:
@@ -59,7 +59,7 @@ def causal_mask(L: int, S: int | None = None, device: torch.device | str | None 
 
 
 def _causal(L: int, S: int, device: torch.device | str | None = None) -> Tensor:
-    """:func:`causal_mask` of checked (or traced) sizes, as the attention functions build it."""
+    """:func:`causal_mask` of checked (or traced) sizes, as :func:`attention_bias` builds it."""
     ones = torch.ones(L, S, dtype=torch.bool, device=device)
     # Keep j <= i + (S - L): the diagonal shifted right by S - L (bottom-right alignment).
     return torch.tril(ones, diagonal=S - L)
@@ -113,3 +113,52 @@ def bool_to_additive_mask(mask: Tensor, dtype: torch.dtype = torch.float32) -> T
         )
     out = torch.zeros(mask.shape, dtype=dtype, device=mask.device)
     return out.masked_fill(~mask, float("-inf"))
+
+
+def attention_bias(
+    attn_mask: Tensor | None,
+    is_causal: bool,
+    L: int,
+    S: int,
+    *,
+    dtype: torch.dtype,
+    device: torch.device | str | None = None,
+    heads: bool = False,
+) -> Tensor | None:
+    """The additive ``M`` of ``softmax(Q K^T / sqrt(d_k) + M) V``: the one place a mask changes form.
+
+    Source: Vaswani et al. (2017), Sec. 3.2.3 (forbidden scores set to -inf before the softmax).
+
+    A bool ``attn_mask`` (``True`` = may attend) becomes ``0``/``-inf``
+    (:func:`bool_to_additive_mask`), a float one is cast to ``dtype`` as given; with
+    ``is_causal`` the bottom-right-aligned causal mask (:func:`causal_mask`) is added. A single
+    query (``L = 1``) is the last position and may see every key: it gets no causal part.
+    The shapes and dtypes were checked by the caller (the public entry points).
+
+    Args:
+        attn_mask: ``None`` or a bool/float mask broadcasting to the scores ``(..., L, S)``.
+        is_causal: add the causal mask.
+        L, S: numbers of queries and keys.
+        dtype: the dtype of the scores (the compute dtype).
+        device: the device of the causal mask.
+        heads: the scores have a head axis ``(B, H, L, S)``: a per-sequence mask ``(B, L, S)``
+            becomes ``(B, 1, L, S)``, the same for every head (the attention modules' convention).
+
+    Returns:
+        ``None`` when nothing is masked, else a float tensor broadcasting to the scores:
+        ``(B|1, H|1, L|1, S|1)`` with ``heads``, ``(..., L|1, S|1)`` without.
+    """
+    bias = None
+    if attn_mask is not None:
+        if heads and attn_mask.dim() == 3:
+            attn_mask = attn_mask.unsqueeze(1)  # (B, L, S) -> (B, 1, L, S)
+        bias = (
+            bool_to_additive_mask(attn_mask, dtype)
+            if attn_mask.dtype == torch.bool
+            else attn_mask.to(dtype)
+        )
+    if is_causal and L > 1:
+        # (L, S): 0 on and below the bottom-right-aligned diagonal, -inf above
+        causal = bool_to_additive_mask(_causal(L, S, device), dtype)
+        bias = causal if bias is None else bias + causal
+    return bias

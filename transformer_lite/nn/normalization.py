@@ -45,13 +45,6 @@ class _Norm(nn.Module):
     def extra_repr(self) -> str:
         return f"{self.d_model}, eps={self.eps}"
 
-    @classmethod
-    def _check_torch(cls, m: nn.Module, expected: type) -> None:
-        """Raise ``ValueError`` unless ``m`` is an ``expected`` (torch norm) over one dimension."""
-        if not isinstance(m, expected) or len(m.normalized_shape) != 1:
-            name = f"nn.{expected.__name__} over one dimension (d_model,)"
-            raise ValueError(f"{cls.__name__}.from_torch: expected {name}, received {m!r}")
-
 
 class LayerNorm(_Norm):
     """Layer normalization over the last (feature) dimension.
@@ -103,17 +96,9 @@ class LayerNorm(_Norm):
         Raises:
             ValueError: for another module, or a norm over more than one dimension.
         """
-        cls._check_torch(m, nn.LayerNorm)
-        ours = cls(m.normalized_shape[0], eps=m.eps)
-        ref = m.weight if m.weight is not None else m.bias
-        if ref is not None:
-            ours = ours.to(dtype=ref.dtype, device=ref.device)
-        with torch.no_grad():
-            if m.weight is not None:
-                ours.weight.copy_(m.weight)
-            if m.bias is not None:
-                ours.bias.copy_(m.bias)
-        return ours
+        from ..interop import layer_norm_from_torch  # noqa: PLC0415 (interop imports nn: a cycle at top level)
+
+        return layer_norm_from_torch(m, cls)
 
 
 class RMSNorm(_Norm):
@@ -157,12 +142,6 @@ class RMSNorm(_Norm):
         Raises:
             ValueError: for another module, or a norm over more than one dimension.
         """
-        cls._check_torch(m, nn.RMSNorm)
-        dtype = m.weight.dtype if m.weight is not None else torch.get_default_dtype()
-        eps = m.eps if m.eps is not None else torch.finfo(dtype).eps
-        ours = cls(m.normalized_shape[0], eps=eps)
-        if m.weight is not None:
-            ours = ours.to(dtype=m.weight.dtype, device=m.weight.device)
-            with torch.no_grad():
-                ours.weight.copy_(m.weight)
-        return ours
+        from ..interop import rms_norm_from_torch  # noqa: PLC0415 (interop imports nn: a cycle at top level)
+
+        return rms_norm_from_torch(m, cls)

@@ -192,8 +192,8 @@ class LearnedPositionalEmbedding(nn.Module):
     :class:`SinusoidalPositionalEncoding` and :class:`RotaryEmbedding` are: ``forward(x, offset)``.
 
     Args:
+        d_model: width D of each vector (first, as in every module of the package).
         max_len: number of positions with a learned vector.
-        d_model: width D of each vector.
 
     Attributes:
         weight: ``(max_len, d_model)`` parameter, initialised N(0, 0.02^2) as in GPT-2.
@@ -202,9 +202,9 @@ class LearnedPositionalEmbedding(nn.Module):
         ValueError: for sizes that are not positive ints.
     """
 
-    def __init__(self, max_len: int, d_model: int) -> None:
+    def __init__(self, d_model: int, max_len: int) -> None:
         super().__init__()
-        check_positive_sizes(self, max_len=max_len, d_model=d_model)
+        check_positive_sizes(self, d_model=d_model, max_len=max_len)
         self.max_len, self.d_model = max_len, d_model
         self.weight = nn.Parameter(torch.randn(max_len, d_model) * 0.02)
 

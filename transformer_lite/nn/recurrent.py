@@ -33,7 +33,7 @@ import math
 import torch
 from torch import Tensor, nn
 
-from ..checks import check_choice, check_positive_int, check_sequences, check_shape, check_type
+from ..checks import check_choice, check_positive_int, check_sequences, check_shape
 
 __all__ = ["RNN", "GRU"]
 
@@ -110,25 +110,6 @@ class _Recurrent(nn.Module):
     def extra_repr(self) -> str:
         return f"{self.input_size}, {self.hidden_size}, bias={self.bias_ih is not None}"
 
-    @classmethod
-    def _check_torch(cls, m: nn.Module, torch_cls: type) -> None:
-        """Reject torch modules that our single-layer, one-direction cells cannot reproduce."""
-        check_type(cls.from_torch, m, torch_cls)
-        if m.num_layers != 1 or m.bidirectional:
-            raise ValueError(
-                f"{cls.__name__}.from_torch: expected a single-layer, unidirectional module "
-                f"(num_layers=1, bidirectional=False), received num_layers={m.num_layers}, "
-                f"bidirectional={m.bidirectional}"
-            )
-
-    def _copy_from(self, m: nn.Module) -> None:
-        with torch.no_grad():
-            self.weight_ih.copy_(m.weight_ih_l0)
-            self.weight_hh.copy_(m.weight_hh_l0)
-            if self.bias_ih is not None:
-                self.bias_ih.copy_(m.bias_ih_l0)
-                self.bias_hh.copy_(m.bias_hh_l0)
-
 
 class RNN(_Recurrent):
     """Elman recurrent network (Elman, 1990), one layer, batch-first.
@@ -179,11 +160,9 @@ class RNN(_Recurrent):
         Raises:
             ValueError: for another module, or one of several layers or two directions.
         """
-        cls._check_torch(m, nn.RNN)
-        ours = cls(m.input_size, m.hidden_size, nonlinearity=m.nonlinearity, bias=m.bias)
-        ours = ours.to(dtype=m.weight_ih_l0.dtype, device=m.weight_ih_l0.device)
-        ours._copy_from(m)
-        return ours
+        from ..interop import rnn_from_torch  # noqa: PLC0415 (interop imports nn: a cycle at top level)
+
+        return rnn_from_torch(m, cls)
 
 
 class GRU(_Recurrent):
@@ -247,8 +226,6 @@ class GRU(_Recurrent):
         Raises:
             ValueError: for another module, or one of several layers or two directions.
         """
-        cls._check_torch(m, nn.GRU)
-        ours = cls(m.input_size, m.hidden_size, bias=m.bias)
-        ours = ours.to(dtype=m.weight_ih_l0.dtype, device=m.weight_ih_l0.device)
-        ours._copy_from(m)
-        return ours
+        from ..interop import gru_from_torch  # noqa: PLC0415 (interop imports nn: a cycle at top level)
+
+        return gru_from_torch(m, cls)

@@ -1,10 +1,11 @@
-"""Tests for transformer_lite.nn.attention.GroupedQueryAttention.
+"""Tests for transformer_lite.nn.attention.MultiHeadAttention with n_kv_heads: grouped-query attention.
 
 Oracles, all in float64:
 
-* ``n_kv_heads == n_heads`` is multi-head attention: compared with our
-  :class:`MultiHeadAttention` (itself tested against ``nn.MultiheadAttention``)
-  with copied weights, with no mask, a causal mask and a padding mask;
+* ``n_kv_heads == n_heads`` is multi-head attention: compared with the repeat-kv reference
+  below (no copy needed) and, bit for bit, with the cross-attention call ``m(x, x, x)``
+  (the path tested against ``nn.MultiheadAttention``), with no mask, a causal mask and a
+  padding mask;
 * grouped heads: compared with a reference that copies each key/value head
   ``n_heads // n_kv_heads`` times (``repeat_interleave``, as Hugging Face's
   ``repeat_kv``) and calls ``torch.nn.functional.scaled_dot_product_attention``
@@ -29,15 +30,12 @@ from transformer_lite import (
     causal_mask,
     padding_mask,
 )
-from transformer_lite.nn.attention import GroupedQueryAttention
 
 
 def make_gqa(d_model, n_heads, n_kv_heads, rotary=False, bias=False, seed=0):
     torch.manual_seed(seed)
     rot = RotaryEmbedding(d_model // n_heads, base=100.0) if rotary else None
-    return (
-        GroupedQueryAttention(d_model, n_heads, n_kv_heads, bias=bias, rotary=rot).double().eval()
-    )
+    return MultiHeadAttention(d_model, n_heads, n_kv_heads, bias=bias, rotary=rot).double().eval()
 
 
 def reference(m, x, mask, offset=0):
@@ -60,20 +58,18 @@ def reference(m, x, mask, offset=0):
 @pytest.mark.parametrize("mask_kind", ["none", "causal", "padding"])
 @pytest.mark.parametrize("bias", [True, False])
 def test_equal_heads_is_multi_head_attention(mask_kind, bias):
-    torch.manual_seed(1)
-    mha = MultiHeadAttention(12, 3, bias=bias).double().eval()
-    gqa = GroupedQueryAttention.from_mha(mha).eval()
-    assert gqa.n_kv_heads == gqa.n_heads == 3 and gqa.group_size == 1
+    m = make_gqa(12, 3, 3, bias=bias, seed=1)
+    assert m.n_kv_heads == m.n_heads == 3 and m.group_size == 1
     x = torch.randn(3, 5, 12, dtype=F64)
     mask = {
         "none": None,
         "causal": causal_mask(5),
         "padding": padding_mask(torch.tensor([[1, 1, 1, 1, 1], [1, 1, 1, 0, 0], [1, 1, 0, 0, 0]])),
     }[mask_kind]
-    out, weights, (k, v) = gqa(x, attn_mask=mask)
-    ref_out, ref_weights = mha(x, x, x, attn_mask=mask)
-    close(out, ref_out)
-    close(weights, ref_weights)
+    out, weights, (k, v) = m(x, attn_mask=mask)
+    close(out, reference(m, x, mask))
+    cross_out, cross_weights, _ = m(x, x, x, attn_mask=mask)
+    assert torch.equal(out, cross_out) and torch.equal(weights, cross_weights)
     assert k.shape == v.shape == (3, 3, 5, 4)
 
 
@@ -139,7 +135,7 @@ def test_cache_in_pieces_equals_whole_sequence(pieces, rotary):
     full, full_weights, (full_k, full_v) = m(x, is_causal=True)
     past, start, outs = None, 0, []
     for n in pieces:
-        out, weights, past = m(x[:, start : start + n], past_kv=past, is_causal=True)
+        out, weights, past = m(x[:, start : start + n], cache=past, is_causal=True)
         S = start + n
         assert weights.shape == (2, 6, n, S)
         close(weights, full_weights[:, :, start:S, :S])  # bottom-right aligned causal mask
@@ -155,7 +151,7 @@ def test_cache_step_with_explicit_mask_matches_reference():
     m = make_gqa(8, 4, 1, rotary=True)  # multi-query attention
     x = torch.randn(1, 5, 8, dtype=F64)
     _, _, past = m(x[:, :3], is_causal=True)
-    out, _, _ = m(x[:, 3:], past_kv=past, attn_mask=causal_mask(2, 5))
+    out, _, _ = m(x[:, 3:], cache=past, attn_mask=causal_mask(2, 5))
     close(out, reference(m, x, causal_mask(5))[:, 3:])
 
 
@@ -181,7 +177,7 @@ def test_future_tokens_do_not_change_earlier_outputs(n_kv, L, t, seed):
 
 def test_dropout_only_in_training_and_gradcheck():
     torch.manual_seed(0)
-    m = GroupedQueryAttention(8, 4, 2, dropout=0.5, rotary=RotaryEmbedding(2)).double()
+    m = MultiHeadAttention(8, 4, 2, dropout=0.5, bias=False, rotary=RotaryEmbedding(2)).double()
     x = torch.randn(2, 3, 8, dtype=F64, requires_grad=True)
     m.eval()
     close(m(x)[0], m(x)[0])
@@ -192,28 +188,56 @@ def test_dropout_only_in_training_and_gradcheck():
 
 def test_errors():
     with pytest.raises(ValueError, match="positive"):
-        GroupedQueryAttention(8, 0)
+        MultiHeadAttention(8, 0)
     with pytest.raises(ValueError, match="d_model must be divisible by n_heads"):
-        GroupedQueryAttention(10, 4)
+        MultiHeadAttention(10, 4)
     with pytest.raises(ValueError, match="n_heads must be divisible by n_kv_heads"):
-        GroupedQueryAttention(12, 6, 4)
+        MultiHeadAttention(12, 6, 4)
     with pytest.raises(ValueError, match="RotaryEmbedding of d_head=2"):
-        GroupedQueryAttention(8, 4, rotary=RotaryEmbedding(4))
-    m = GroupedQueryAttention(8, 4, 2)
+        MultiHeadAttention(8, 4, rotary=RotaryEmbedding(4))
+    m = MultiHeadAttention(8, 4, 2, bias=False)
     with pytest.raises(ValueError, match=r"\(B, len, 8\), received \(2, 3, 6\)"):
         m(torch.randn(2, 3, 6))
     k = torch.randn(2, 2, 5, 2)
     with pytest.raises(
         ValueError, match=r"cached key of shape .* = \(1, 2, 5, 2\), received \(2, 2, 5, 2\)"
     ):
-        m(torch.randn(1, 3, 8), past_kv=(k, k))
+        m(torch.randn(1, 3, 8), cache=(k, k))
     with pytest.raises(ValueError, match=r"cached value .* received \(2, 2, 4, 2\)"):
-        m(torch.randn(2, 3, 8), past_kv=(k, torch.randn(2, 2, 4, 2)))
+        m(torch.randn(2, 3, 8), cache=(k, torch.randn(2, 2, 4, 2)))
     with pytest.raises(ValueError, match="cached key"):
-        m(torch.randn(2, 3, 8), past_kv=(torch.randn(2, 5, 2), k))
+        m(torch.randn(2, 3, 8), cache=(torch.randn(2, 5, 2), k))
     with pytest.raises(ValueError, match="cached key of dtype torch.float32"):
-        m(torch.randn(2, 3, 8), past_kv=(k.double(), k.double()))
+        m(torch.randn(2, 3, 8), cache=(k.double(), k.double()))
     with pytest.raises(ValueError, match=r"attn_mask of shape .* received \(2, 3, 3, 3\)"):
         m(torch.randn(2, 3, 8), attn_mask=torch.ones(2, 3, 3, 3, dtype=torch.bool))
-    with pytest.raises(ValueError, match="expected MultiHeadAttention"):
-        GroupedQueryAttention.from_mha(torch.nn.MultiheadAttention(8, 2))
+
+
+def test_cache_and_rotary_are_for_self_attention_only():
+    """A cache or rotary positions with a key/value (cross-attention) is refused: the cached
+    positions and the rotation offsets are those of the queries' own sequence."""
+    x, mem = torch.randn(2, 3, 8), torch.randn(2, 4, 8)
+    m = MultiHeadAttention(8, 4, 2, bias=False)
+    _, _, past = m(x)
+    with pytest.raises(ValueError, match="for self-attention: expected key=None and value=None"):
+        m(x, mem, mem, cache=past)
+    rot = MultiHeadAttention(8, 4, 2, rotary=RotaryEmbedding(2))
+    with pytest.raises(ValueError, match="for self-attention"):
+        rot(x, mem, mem)
+    with pytest.raises(ValueError, match=r"expected key of shape \(B, len, 8\), received KeyValue"):
+        m(x, past)  # the old positional past_kv now means `key`: refused, not silent
+
+
+def test_returns_attention_output_with_the_memory_cache_in_cross_attention():
+    """The result's fields (output, weights, cache); in cross-attention the cache holds the
+    projected memory: keys and values of its S positions, (B, n_kv_heads, S, d_head)."""
+    torch.manual_seed(3)
+    m = MultiHeadAttention(8, 4, 2, bias=False).double()
+    x, mem = torch.randn(2, 3, 8, dtype=F64), torch.randn(2, 5, 8, dtype=F64)
+    r = m(x, mem, mem)
+    assert type(r).__name__ == "AttentionOutput" and r._fields == ("output", "weights", "cache")
+    assert r.output.shape == (2, 3, 8) and r.weights.shape == (2, 4, 3, 5)
+    keys = m.k_proj(mem).view(2, 5, 2, 2).transpose(1, 2)  # (B, H_kv, S, d_head) by hand
+    values = m.v_proj(mem).view(2, 5, 2, 2).transpose(1, 2)
+    close(r.cache.keys, keys)
+    close(r.cache.values, values)

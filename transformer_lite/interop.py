@@ -1,0 +1,298 @@
+"""Reading PyTorch's own modules: the bodies of every ``from_torch`` of :mod:`transformer_lite.nn`.
+
+Each of our modules that has a twin in ``torch.nn`` can be built from it with the same weights,
+so that a chapter can check ours against torch's, number for number:
+
+=============================  =====================================================
+ours                           torch's
+=============================  =====================================================
+``MultiHeadAttention``         ``nn.MultiheadAttention``
+``LayerNorm``, ``RMSNorm``     ``nn.LayerNorm``, ``nn.RMSNorm`` (over one dimension)
+``RNN``, ``GRU``               ``nn.RNN``, ``nn.GRU`` (one layer, one direction)
+``TransformerBlock``           ``nn.TransformerEncoderLayer``
+``DecoderBlock``               ``nn.TransformerDecoderLayer``
+=============================  =====================================================
+
+The classmethods (``MultiHeadAttention.from_torch(m)``, ...) are the documented entry points;
+they call the functions here (with their class, so a subclass builds itself). Each builds our module first (its random initialisation draws from
+the global random number generator, as the chapters expect), then copies torch's tensors into it.
+:func:`expect` is the one type check, with the message ``"X.from_torch: expected nn.Y, received Z"``.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from .checks import check_type
+from .nn.attention import MultiHeadAttention
+from .nn.blocks import DecoderBlock, TransformerBlock
+from .nn.normalization import LayerNorm, RMSNorm
+from .nn.recurrent import GRU, RNN
+
+__all__ = [
+    "expect",
+    "mha_from_torch",
+    "layer_norm_from_torch",
+    "rms_norm_from_torch",
+    "rnn_from_torch",
+    "gru_from_torch",
+    "block_from_torch",
+    "decoder_block_from_torch",
+]
+
+
+def expect(owner: type, m, torch_cls: type, detail: str = "", ok: bool = True) -> None:
+    """Raise ``ValueError`` unless ``m`` is a ``torch_cls`` (and ``ok``, a further condition that
+    ``detail`` describes, holds): ``"Owner.from_torch: expected nn.X<detail>, received Y"``.
+
+    ``Y`` is the type of ``m``, or ``m`` itself (its repr) when the type is right but ``ok`` fails.
+    """
+    check_type(owner.from_torch, m, torch_cls, detail)
+    if not ok:
+        raise ValueError(
+            f"{owner.__name__}.from_torch: expected nn.{torch_cls.__name__}{detail}, received {m!r}"
+        )
+
+
+def mha_from_torch(m: nn.MultiheadAttention, cls: type = MultiHeadAttention) -> MultiHeadAttention:
+    """Build a :class:`MultiHeadAttention` with the weights of a ``torch.nn.MultiheadAttention``.
+
+    Copies the packed input projection ``in_proj_weight`` (rows: query,
+    key, value) and ``out_proj``; dtype and device follow ``m``. Our module
+    is always batch-first, whatever ``m.batch_first`` says. Two differences in the
+    call: ours returns the weights of every head ``(B, H, L, S)``, where torch averages
+    them over the heads unless ``average_attn_weights=False`` (the chapters plot single
+    heads); and a boolean ``attn_mask`` means ``True`` = may attend here, ``True`` =
+    blocked in torch.
+
+    Raises:
+        ValueError: for another module, or one with options not supported here.
+    """
+    expect(cls, m, nn.MultiheadAttention)
+    if not m._qkv_same_embed_dim or m.bias_k is not None or m.add_zero_attn:
+        raise ValueError(
+            f"{cls.__name__}.from_torch: kdim/vdim != embed_dim, add_bias_kv and add_zero_attn "
+            "are not supported"
+        )
+    D = m.embed_dim
+    ours = cls(D, m.num_heads, dropout=m.dropout, bias=m.in_proj_bias is not None)
+    ours = ours.to(dtype=m.in_proj_weight.dtype, device=m.in_proj_weight.device)
+    with torch.no_grad():
+        for i, proj in enumerate((ours.q_proj, ours.k_proj, ours.v_proj)):
+            proj.weight.copy_(m.in_proj_weight[i * D : (i + 1) * D])
+            if proj.bias is not None:
+                proj.bias.copy_(m.in_proj_bias[i * D : (i + 1) * D])
+        ours.out_proj.weight.copy_(m.out_proj.weight)
+        if ours.out_proj.bias is not None:
+            ours.out_proj.bias.copy_(m.out_proj.bias)
+    return ours
+
+
+def _expect_norm(cls: type, m, torch_cls: type) -> None:
+    """Our norms are over one dimension (``d_model,``) only."""
+    ok = isinstance(m, torch_cls) and len(m.normalized_shape) == 1
+    expect(cls, m, torch_cls, " over one dimension (d_model,)", ok)
+
+
+def layer_norm_from_torch(m: nn.LayerNorm, cls: type = LayerNorm) -> LayerNorm:
+    """Build a :class:`LayerNorm` equal to a ``torch.nn.LayerNorm`` over one dimension.
+
+    A module without affine parameters (``elementwise_affine=False`` or
+    ``bias=False``) becomes weight 1 / bias 0.
+
+    Raises:
+        ValueError: for another module, or a norm over more than one dimension.
+    """
+    _expect_norm(cls, m, nn.LayerNorm)
+    ours = cls(m.normalized_shape[0], eps=m.eps)
+    ref = m.weight if m.weight is not None else m.bias
+    if ref is not None:
+        ours = ours.to(dtype=ref.dtype, device=ref.device)
+    with torch.no_grad():
+        if m.weight is not None:
+            ours.weight.copy_(m.weight)
+        if m.bias is not None:
+            ours.bias.copy_(m.bias)
+    return ours
+
+
+def rms_norm_from_torch(m: nn.RMSNorm, cls: type = RMSNorm) -> RMSNorm:
+    """Build an :class:`RMSNorm` equal to a ``torch.nn.RMSNorm`` over one dimension.
+
+    ``m.eps=None`` (torch's default) means the machine epsilon of the
+    weight's dtype; a module without a weight (``elementwise_affine=False``)
+    becomes gain 1.
+
+    Raises:
+        ValueError: for another module, or a norm over more than one dimension.
+    """
+    _expect_norm(cls, m, nn.RMSNorm)
+    dtype = m.weight.dtype if m.weight is not None else torch.get_default_dtype()
+    eps = m.eps if m.eps is not None else torch.finfo(dtype).eps
+    ours = cls(m.normalized_shape[0], eps=eps)
+    if m.weight is not None:
+        ours = ours.to(dtype=m.weight.dtype, device=m.weight.device)
+        with torch.no_grad():
+            ours.weight.copy_(m.weight)
+    return ours
+
+
+def _expect_recurrent(cls: type, m, torch_cls: type) -> None:
+    """Reject torch modules that our single-layer, one-direction cells cannot reproduce."""
+    expect(cls, m, torch_cls)
+    if m.num_layers != 1 or m.bidirectional:
+        raise ValueError(
+            f"{cls.__name__}.from_torch: expected a single-layer, unidirectional module "
+            f"(num_layers=1, bidirectional=False), received num_layers={m.num_layers}, "
+            f"bidirectional={m.bidirectional}"
+        )
+
+
+def _copy_recurrent(ours: RNN | GRU, m: nn.RNN | nn.GRU) -> None:
+    with torch.no_grad():
+        ours.weight_ih.copy_(m.weight_ih_l0)
+        ours.weight_hh.copy_(m.weight_hh_l0)
+        if ours.bias_ih is not None:
+            ours.bias_ih.copy_(m.bias_ih_l0)
+            ours.bias_hh.copy_(m.bias_hh_l0)
+
+
+def rnn_from_torch(m: nn.RNN, cls: type = RNN) -> RNN:
+    """Build an :class:`RNN` with the weights of a single-layer ``torch.nn.RNN``.
+
+    Ours has one layer only, so its initial and final states are ``(B, hidden_size)``, where
+    ``torch.nn.RNN`` adds a leading ``num_layers`` axis: ``(1, B, hidden_size)``.
+
+    ``m.batch_first`` may be either value: our module is always batch-first,
+    so feed it ``(B, L, input_size)``. Dtype and device follow ``m``.
+
+    Raises:
+        ValueError: for another module, or one of several layers or two directions.
+    """
+    _expect_recurrent(cls, m, nn.RNN)
+    ours = cls(m.input_size, m.hidden_size, nonlinearity=m.nonlinearity, bias=m.bias)
+    ours = ours.to(dtype=m.weight_ih_l0.dtype, device=m.weight_ih_l0.device)
+    _copy_recurrent(ours, m)
+    return ours
+
+
+def gru_from_torch(m: nn.GRU, cls: type = GRU) -> GRU:
+    """Build a :class:`GRU` with the weights of a single-layer ``torch.nn.GRU``.
+
+    Ours has one layer only, so its initial and final states are ``(B, hidden_size)``, where
+    ``torch.nn.GRU`` adds a leading ``num_layers`` axis: ``(1, B, hidden_size)``.
+
+    ``m.batch_first`` may be either value: our module is always batch-first.
+    Dtype and device follow ``m``.
+
+    Raises:
+        ValueError: for another module, or one of several layers or two directions.
+    """
+    _expect_recurrent(cls, m, nn.GRU)
+    ours = cls(m.input_size, m.hidden_size, bias=m.bias)
+    ours = ours.to(dtype=m.weight_ih_l0.dtype, device=m.weight_ih_l0.device)
+    _copy_recurrent(ours, m)
+    return ours
+
+
+def block_from_torch(
+    layer: nn.TransformerEncoderLayer, cls: type = TransformerBlock
+) -> TransformerBlock:
+    """Build a :class:`TransformerBlock` computing the same function as an ``nn.TransformerEncoderLayer``.
+
+    Unlike the torch layer, which returns the output tensor only, ours returns
+    ``(output, weights, cache)``: the chapters plot what each head attends to.
+
+    Copies the attention, feed-forward and both layer norms, and reads
+    ``norm_first``, the activation (ReLU or GELU), dropout and eps. Remember
+    that the torch layer's boolean ``src_mask`` means ``True`` = blocked,
+    the opposite of ours.
+
+    Raises:
+        ValueError: for another layer, or one with another activation or ``bias=False``.
+    """
+    return _block_from_torch(cls, layer, nn.TransformerEncoderLayer, self_attn="self_attn")
+
+
+def decoder_block_from_torch(
+    layer: nn.TransformerDecoderLayer, cls: type = DecoderBlock
+) -> DecoderBlock:
+    """Build a :class:`DecoderBlock` computing the same function as an ``nn.TransformerDecoderLayer``.
+
+    Unlike the torch layer, which returns the output tensor only, ours returns
+    ``(output, weights, cross_weights)``: the chapters plot what each head attends to.
+
+    Copies both attentions (``self_attn`` and torch's ``multihead_attn``),
+    the feed-forward network and the three layer norms, and reads
+    ``norm_first``, the activation, dropout and eps; dtype and device
+    follow ``layer``. Our block is batch-first whatever ``layer.batch_first``
+    says. torch's boolean ``tgt_mask``/``memory_mask`` and key-padding
+    masks mean ``True`` = blocked, the opposite of ours.
+
+    Raises:
+        ValueError: for another layer, or one with another activation or ``bias=False``.
+    """
+    return _block_from_torch(
+        cls,
+        layer,
+        nn.TransformerDecoderLayer,
+        self_attn="self_attn",
+        cross_attn="multihead_attn",
+    )
+
+
+def _torch_activation_name(fn) -> str | None:
+    """``"relu"`` or ``"gelu"`` for the activations our feed-forward network computes exactly, else ``None``.
+
+    Accepts what ``nn.TransformerEncoderLayer`` and ``nn.TransformerDecoderLayer`` store in
+    ``.activation``: ``F.relu``/``F.gelu`` or ``nn.ReLU()``/``nn.GELU()``. ``nn.GELU(approximate="tanh")``
+    is a different function and gives ``None``.
+    """
+    if fn is F.relu or isinstance(fn, nn.ReLU):
+        return "relu"
+    if fn is F.gelu or (isinstance(fn, nn.GELU) and fn.approximate == "none"):
+        return "gelu"
+    return None
+
+
+def _block_from_torch(cls: type, layer: nn.Module, expected: type, **attentions: str):
+    """Our block ``cls`` with the options and weights of the torch layer ``layer``.
+
+    ``attentions`` names each of our attention modules after torch's (``cross_attn="multihead_attn"``);
+    the norms (``norm1``, ``norm2``, ...) and the feed-forward network's ``linear1``/``linear2``
+    have the same names in both. The block is built in ``layer``'s dtype before the weights
+    are copied: copying float64 weights into float32 parameters would round them. The whole
+    block is built (random initialisation) before its attentions and norms are replaced: the
+    draws it takes from the global generator are part of what the chapters' later cells see.
+    """
+    expect(cls, layer, expected)
+    activation = _torch_activation_name(layer.activation)
+    if activation is None:
+        raise ValueError(
+            f"{cls.__name__}.from_torch: expected a ReLU or exact GELU activation, "
+            f"received {layer.activation!r}"
+        )
+    if layer.linear1.bias is None:
+        raise ValueError(
+            f"{cls.__name__}.from_torch: layers built with bias=False are not supported"
+        )
+    w = layer.linear1.weight
+    ours = cls(
+        d_model=layer.self_attn.embed_dim,
+        n_heads=layer.self_attn.num_heads,
+        d_ff=layer.linear1.out_features,
+        dropout=layer.dropout.p,
+        activation=activation,
+        norm_first=layer.norm_first,
+        eps=layer.norm1.eps,
+    ).to(dtype=w.dtype, device=w.device)
+    for ours_name, torch_name in attentions.items():
+        setattr(ours, ours_name, mha_from_torch(getattr(layer, torch_name)))
+    for name, module in list(ours.named_children()):
+        if isinstance(module, LayerNorm):
+            setattr(ours, name, layer_norm_from_torch(getattr(layer, name)))
+    ours.ff.linear1.load_state_dict(layer.linear1.state_dict())
+    ours.ff.linear2.load_state_dict(layer.linear2.state_dict())
+    return ours.to(dtype=w.dtype, device=w.device)
