@@ -65,13 +65,11 @@ def left_pad(prompts):
 
 def assert_rows_match_alone(m, prompts, new=6, use_cache=True):
     ids, mask = left_pad(prompts)
-    out, logits = m.generate(
-        ids, new, temperature=0, use_cache=use_cache, attention_mask=mask, return_logits=True
-    )
+    out, logits = m.generate(ids, new, temperature=0, use_cache=use_cache, attention_mask=mask)
     L = ids.shape[1]
     assert torch.equal(out[:, :L], ids)
     for i, p in enumerate(prompts):
-        alone, alone_logits = m.generate(p[None], new, temperature=0, return_logits=True)
+        alone, alone_logits = m.generate(p[None], new, temperature=0)
         assert torch.equal(out[i, L:], alone[0, len(p) :]), f"row {i}"
         assert (logits[i] - alone_logits[0]).abs().max() < LOGIT_TOL, f"row {i}"
 
@@ -100,9 +98,9 @@ def test_sliding_window_without_cache_matches_alone():
     m = model("learned")
     prompts = prompts_of([30, 34])
     ids, mask = left_pad(prompts)
-    out = m.generate(ids, 12, temperature=0, use_cache=False, attention_mask=mask)
+    out = m.generate(ids, 12, temperature=0, use_cache=False, attention_mask=mask).tokens
     for i, p in enumerate(prompts):
-        alone = m.generate(p[None], 12, temperature=0, use_cache=False)
+        alone = m.generate(p[None], 12, temperature=0, use_cache=False).tokens
         assert torch.equal(out[i, ids.shape[1] :], alone[0, len(p) :])
 
 
@@ -112,9 +110,9 @@ def test_forward_on_a_padded_prompt_matches_alone_at_every_real_position(positio
     prompts = prompts_of([2, 7, 5])
     ids, mask = left_pad(prompts)
     with torch.no_grad():
-        logits = m(ids, attention_mask=mask)
+        logits = m(ids, attention_mask=mask).logits
         for i, p in enumerate(prompts):
-            alone = m(p[None])[0]
+            alone = m(p[None]).logits[0]
             assert (logits[i, mask[i]] - alone).abs().max() < LOGIT_TOL
             assert torch.isfinite(logits[i]).all()  # padding queries see no key: zeros, not NaN
 
@@ -125,7 +123,8 @@ def test_default_position_ids_count_real_tokens_per_row():
     explicit = torch.tensor([[0, 0, 0, 0, 1], [0, 1, 2, 3, 4]])
     with torch.no_grad():
         assert torch.equal(
-            m(ids, attention_mask=mask), m(ids, attention_mask=mask, position_ids=explicit)
+            m(ids, attention_mask=mask).logits,
+            m(ids, attention_mask=mask, position_ids=explicit).logits,
         )
 
 
@@ -133,10 +132,8 @@ def test_an_all_true_mask_changes_nothing():
     m = model("learned")
     ids = torch.stack(prompts_of([6, 6]))
     mask = torch.ones_like(ids, dtype=torch.bool)
-    plain, plain_logits = m.generate(ids, 5, temperature=0, return_logits=True)
-    masked, masked_logits = m.generate(
-        ids, 5, temperature=0, return_logits=True, attention_mask=mask
-    )
+    plain, plain_logits = m.generate(ids, 5, temperature=0)
+    masked, masked_logits = m.generate(ids, 5, temperature=0, attention_mask=mask)
     assert torch.equal(plain, masked)
     assert (plain_logits - masked_logits).abs().max() < LOGIT_TOL
 
@@ -149,9 +146,9 @@ def padded_gap(m, prompts, **forward_kwargs):
     ids, mask = left_pad(prompts)
     forward_kwargs = {"attention_mask": mask} | forward_kwargs
     with torch.no_grad():
-        logits = m(ids, **forward_kwargs)[:, -1]
+        logits = m(ids, **forward_kwargs).logits[:, -1]
         return max(
-            (logits[i] - m(p[None])[0, -1]).abs().max().item() for i, p in enumerate(prompts)
+            (logits[i] - m(p[None]).logits[0, -1]).abs().max().item() for i, p in enumerate(prompts)
         )
 
 

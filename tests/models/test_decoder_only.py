@@ -1,4 +1,4 @@
-"""Tests for transformer_lite.models.decoder_only: the block with a cache, the decoder-only model, generation, the GRU baseline.
+"""Tests for transformer_lite.models.decoder_only: the block with a cache, the decoder-only model, generation.
 
 Oracles:
 
@@ -23,19 +23,13 @@ from hypothesis import strategies as st
 
 from tests.conftest import F64, close, small_decoder_only
 from transformer_lite import (
-    GroupedQueryAttention,
     MultiHeadAttention,
-    RotaryEmbedding,
     TransformerBlock,
     sinusoidal_positional_encoding,
 )
-from transformer_lite.models.decoder_only import (
-    DecoderOnlyConfig,
-    DecoderOnlyTransformer,
-    KVCache,
-    sample_next_token,
-)
-from transformer_lite.models.recurrent_lm import GRULanguageModel
+from transformer_lite.models.decoder_only import DecoderOnlyConfig, DecoderOnlyTransformer
+from transformer_lite.models.generation import sample_next_token
+from transformer_lite.outputs import Generation, KVCache, ModelOutput
 
 
 def tiny(seed=0, **overrides):
@@ -64,40 +58,35 @@ def test_grouped_query_block_matches_multi_head_block(norm_first, activation):
     torch.manual_seed(0)
     ours = TransformerBlock(8, 2, 16, n_kv_heads=2, **kwargs).double().eval()
     assert isinstance(ref.self_attn, MultiHeadAttention)
-    assert isinstance(ours.self_attn, GroupedQueryAttention)
+    assert isinstance(ours.self_attn, MultiHeadAttention)
     ref_sd, sd = ref.state_dict(), ours.state_dict()
     assert list(sd) == list(ref_sd)  # same names, same order
     assert all(torch.equal(sd[k], ref_sd[k]) for k in sd)  # same seeded values
     randomize_norms(ref)
     ours.load_state_dict(ref.state_dict())
     x = torch.randn(3, 6, 8, dtype=F64)
-    y, weights, (k, v) = ours(x, is_causal=True, use_cache=True)
-    ref_y, ref_weights = ref(x, is_causal=True)
+    y, weights, (k, v) = ours(x, is_causal=True)
+    ref_y, ref_weights, _ = ref(x, is_causal=True)
     close(y, ref_y)
     close(weights, ref_weights)
     assert k.shape == v.shape == (3, 2, 6, 4)
-    assert len(ours(x, is_causal=True)) == 2  # (y, weights) unless use_cache
 
 
 def test_block_cache_continues_the_full_sequence():
     torch.manual_seed(1)
     blk = TransformerBlock(8, 4, 16, n_kv_heads=2, norm_first=True).double().eval()
     x = torch.randn(2, 7, 8, dtype=F64)
-    full, full_w = blk(x, is_causal=True)
-    y0, _, past = blk(x[:, :4], is_causal=True, use_cache=True)
-    y1, w1, (k, v) = blk(x[:, 4:], is_causal=True, past_kv=past, use_cache=True)
+    full, full_w, _ = blk(x, is_causal=True)
+    y0, _, past = blk(x[:, :4], is_causal=True)
+    y1, w1, (k, v) = blk(x[:, 4:], is_causal=True, cache=past)
     close(torch.cat((y0, y1), dim=1), full)
     close(w1, full_w[:, :, 4:])
     assert k.shape == (2, 2, 7, 2)
 
 
 def test_block_errors():
-    mha = TransformerBlock(8, 2, 16)
-    x = torch.zeros(1, 3, 8)
-    with pytest.raises(ValueError, match="key/value cache needs grouped-query attention"):
-        mha(x, use_cache=True)
-    with pytest.raises(ValueError, match="rotary embedding needs grouped-query attention"):
-        TransformerBlock(8, 2, 16, rotary=RotaryEmbedding(4))
+    # (the errors "key/value cache needs grouped-query attention" and "rotary embedding needs
+    # grouped-query attention" ceased to exist: one attention class takes both)
     with pytest.raises(
         ValueError, match="expected norm 'layernorm' or 'rmsnorm', received 'batchnorm'"
     ):
@@ -124,10 +113,10 @@ def test_model_matches_hand_assembly(norm_first):
     for block in model.blocks:
         ref = TransformerBlock(16, 4, 32, activation="relu", norm_first=norm_first).double().eval()
         ref.load_state_dict(block.state_dict())
-        x, _ = ref(x, is_causal=True)
+        x = ref(x, is_causal=True).output
     if norm_first:
         x = F.layer_norm(x, (16,), model.final_norm.weight, model.final_norm.bias, eps=1e-5)
-    close(model(ids), x @ model.token_embedding.weight.T)  # tied head: logits = h E^T
+    close(model(ids).logits, x @ model.token_embedding.weight.T)  # tied head: logits = h E^T
 
 
 CACHE_CASES = {
@@ -161,7 +150,6 @@ def test_generate_with_and_without_cache_agree(case):
                 top_k=top_k,
                 use_cache=use_cache,
                 generator=torch.Generator().manual_seed(7),
-                return_logits=True,
             )
             for use_cache in (True, False)
         ]
@@ -175,27 +163,32 @@ def test_greedy_is_the_argmax_loop_and_cache_length():
     model = tiny(seed=2, positional="rotary")
     tokens = torch.tensor([[1, 2, 3]])
     for _ in range(6):
-        nxt = model(tokens)[:, -1].argmax(-1, keepdim=True)
+        nxt = model(tokens).logits[:, -1].argmax(-1, keepdim=True)
         tokens = torch.cat((tokens, nxt), dim=1)
-    assert torch.equal(model.generate(tokens[:, :3], 6, temperature=0), tokens)
+    generation = model.generate(tokens[:, :3], 6, temperature=0)
+    assert isinstance(generation, Generation) and torch.equal(generation.tokens, tokens)
     cache = KVCache()
     model(tokens[:, :4], cache=cache)
     model(tokens[:, 4:5], cache=cache)
     assert len(cache) == 5 and len(cache.layers) == 2
     # layers * (k, v) * (B H S d_head) * float32
     assert cache.num_bytes() == 2 * 2 * (1 * 4 * 5 * 4) * 4
-    assert model.generate(tokens, 0) is tokens
+    empty = model.generate(tokens, 0)
+    assert empty.tokens is tokens and empty.logits.shape == (1, 0, 11)
 
 
 def test_forward_with_cache_equals_full_forward_and_attentions():
     model = tiny(seed=3, positional="learned")
     ids = torch.randint(0, 11, (2, 10))
-    full, attentions = model(ids, return_attentions=True)
+    out = model(ids)
+    assert isinstance(out, ModelOutput) and out.cache is None
+    full, attentions = out.logits, out.attentions
     assert len(attentions) == 2 and attentions[0].shape == (2, 4, 10, 10)
     assert torch.all(attentions[1].masked_select(~torch.ones(10, 10, dtype=torch.bool).tril()) == 0)
     cache = KVCache()
-    part1 = model(ids[:, :7], cache=cache)
-    part2, att2 = model(ids[:, 7:], cache=cache, return_attentions=True)
+    part1 = model(ids[:, :7], cache=cache).logits
+    part2, att2, returned = model(ids[:, 7:], cache=cache)
+    assert returned is cache
     close(torch.cat((part1, part2), dim=1), full, atol=1e-6, rtol=0)
     assert att2[0].shape == (2, 4, 3, 10)
 
@@ -213,17 +206,17 @@ def test_logits_do_not_depend_on_future_tokens(t, seed, positional):
     other[:, t + 1 :] = (
         ids[:, t + 1 :] + 1 + torch.randint(0, 10, (1, 9 - t), generator=g)
     ) % 11  # all different
-    close(model(ids)[:, : t + 1], model(other)[:, : t + 1])
+    close(model(ids).logits[:, : t + 1], model(other).logits[:, : t + 1])
 
 
 @pytest.mark.slow  # trains, generates at length or runs gradcheck: more than 10 s on a loaded 2-core machine
 def test_sliding_window_without_cache_and_training_mode_restored():
     model = tiny(seed=4, max_len=8, dropout=0.1).train()
     out = model.generate(torch.tensor([[1, 2, 3]]), 20, temperature=0, use_cache=False)
-    assert out.shape == (1, 23) and model.training
+    assert out.tokens.shape == (1, 23) and out.logits.shape == (1, 20, 11) and model.training
     with pytest.raises(ValueError, match="needs 9 positions, but max_len=8"):
         model.generate(torch.tensor([[1, 2, 3]]), 7, use_cache=True)
-    assert model.generate(torch.tensor([[1, 2, 3]]), 6, use_cache=True).shape == (1, 9)
+    assert model.generate(torch.tensor([[1, 2, 3]]), 6, use_cache=True).tokens.shape == (1, 9)
 
 
 @pytest.mark.slow  # trains, generates at length or runs gradcheck: more than 10 s on a loaded 2-core machine
@@ -258,7 +251,7 @@ def test_overfits_one_batch():
     opt = torch.optim.AdamW(model.parameters(), lr=1e-2)
     losses = []
     for _ in range(60):
-        loss = F.cross_entropy(model(x).reshape(-1, 13), y.reshape(-1))
+        loss = F.cross_entropy(model(x).logits.reshape(-1, 13), y.reshape(-1))
         opt.zero_grad()
         loss.backward()
         opt.step()
@@ -286,35 +279,6 @@ def test_parameter_counts():
     assert gqa.blocks[0].self_attn.k_proj.weight.shape == (32, 128)
 
 
-@pytest.mark.slow  # trains, generates at length or runs gradcheck: more than 10 s on a loaded 2-core machine
-def test_gru_generate_continues_the_state():
-    torch.manual_seed(0)
-    gru = GRULanguageModel(11, 12, n_layers=2).eval()
-    recurrent = 2 * 3 * (2 * 12 * 12 + 2 * 12)  # 2 layers, 3 gates: W_ih, W_hh, b_ih, b_hh
-    assert gru.num_parameters() == 2 * 11 * 12 + recurrent  # embedding and head untied by default
-    assert (
-        GRULanguageModel(11, 12, n_layers=2, tie_embeddings=True).num_parameters()
-        == 11 * 12 + recurrent
-    )
-    assert gru.token_embedding.weight.std() > 0.5, "PyTorch's N(0, 1) embedding, not N(0, 0.02^2)"
-    prompt = torch.tensor([[1, 2, 3], [4, 5, 6]])
-    out = gru.generate(prompt, 8, temperature=0)
-    tokens = prompt
-    for _ in range(8):  # no state carried: re-read the whole sequence every step
-        tokens = torch.cat((tokens, gru(tokens)[:, -1].argmax(-1, keepdim=True)), dim=1)
-    assert torch.equal(out, tokens)
-    logits, state = gru(prompt, return_state=True)
-    assert logits.shape == (2, 3, 11) and state.shape == (2, 2, 12)
-    with pytest.raises(ValueError, match=r"\[0, 11\)"):
-        gru(torch.tensor([[11]]))
-    with pytest.raises(ValueError, match=r"\(B, L\)"):
-        gru(torch.randn(2, 3))
-    with pytest.raises(ValueError, match="positive"):
-        GRULanguageModel(0, 4)
-    with pytest.raises(ValueError, match="max_new_tokens"):
-        gru.generate(prompt, -1)
-
-
 def test_config_and_input_errors():
     with pytest.raises(ValueError, match="expected d_model to be a positive int"):
         DecoderOnlyConfig(vocab_size=5, d_model=0)
@@ -324,11 +288,14 @@ def test_config_and_input_errors():
         DecoderOnlyConfig(vocab_size=5, n_kv_heads=3)
     with pytest.raises(ValueError, match="dropout"):
         DecoderOnlyConfig(vocab_size=5, dropout=1.0)
-    with pytest.raises(ValueError, match="positional in"):
+    with pytest.raises(
+        ValueError,
+        match="expected positional 'learned', 'sinusoidal' or 'rotary', received 'alibi'",
+    ):
         DecoderOnlyConfig(vocab_size=5, positional="alibi")
-    with pytest.raises(ValueError, match="norm in"):
+    with pytest.raises(ValueError, match="expected norm 'layernorm' or 'rmsnorm'"):
         DecoderOnlyConfig(vocab_size=5, norm="batchnorm")
-    with pytest.raises(ValueError, match="activation in"):
+    with pytest.raises(ValueError, match="expected activation 'relu', 'gelu' or 'swiglu'"):
         DecoderOnlyConfig(vocab_size=5, activation="tanh")
     with pytest.raises(ValueError, match="even d_head"):
         DecoderOnlyConfig(vocab_size=5, d_model=12, n_heads=4, positional="rotary")

@@ -32,6 +32,7 @@ from transformer_lite import (
     padding_mask,
     sinusoidal_positional_encoding,
 )
+from transformer_lite.outputs import DecoderOutput, EncoderOutput, ModelOutput
 
 D, H, D_FF = 8, 2, 16
 SRC_VALID = torch.tensor(
@@ -94,7 +95,7 @@ def test_stacks_are_their_blocks_in_sequence(norm_first):
     mask = padding_mask(SRC_VALID[:2])
     h, ws = x, []
     for blk in enc.layers:
-        h, w = blk(h, attn_mask=mask)
+        h, w, _ = blk(h, attn_mask=mask)
         ws.append(w)
     if norm_first:
         h = enc.norm(h)
@@ -210,7 +211,7 @@ def test_model_matches_nn_transformer(norm_first, activation):
     g = torch.Generator().manual_seed(6)
     src, tgt = torch.randint(0, 11, (3, 6), generator=g), torch.randint(0, 13, (3, 5), generator=g)
 
-    logits = model(src, tgt, src_padding=SRC_VALID, tgt_padding=TGT_VALID)
+    logits = model(src, tgt, src_padding=SRC_VALID, tgt_padding=TGT_VALID).logits
     expected, t_memory = torch_logits(model, t, src, tgt)
     close(logits, expected)
     memory, _ = model.encode(src, SRC_VALID)
@@ -221,7 +222,7 @@ def test_model_matches_nn_transformer(norm_first, activation):
     ):  # torch's nested-tensor fast path: zeros (then the final norm) at padded positions
         expected_fast, t_memory_fast = torch_logits(model, t, src, tgt)
         close(
-            model(src, tgt, src_padding=SRC_VALID, tgt_padding=TGT_VALID),
+            model(src, tgt, src_padding=SRC_VALID, tgt_padding=TGT_VALID).logits,
             expected_fast,
             atol=1e-10,
             rtol=1e-8,
@@ -302,17 +303,17 @@ def test_logits_are_causal_and_ignore_padded_source():
     src = torch.tensor([[1, 2, 3, 4, 5, 6], [7, 8, 9, 10, 0, 0]])
     valid = src != 0
     tgt = torch.tensor([[1, 2, 3, 4, 5], [1, 6, 7, 8, 9]])
-    logits = model(src, tgt, src_padding=valid)
+    logits = model(src, tgt, src_padding=valid).logits
     assert logits.shape == (2, 5, 10)
     tgt2 = tgt.clone()
     tgt2[:, 3:] = torch.tensor([[9, 9], [2, 2]])
     src2 = src.clone()
     src2[1, 4:] = 11  # change only padded source tokens
-    logits2 = model(src2, tgt2, src_padding=valid)
+    logits2 = model(src2, tgt2, src_padding=valid).logits
     close(logits2[:, :3], logits[:, :3])
     assert (logits2[:, 3:] - logits[:, 3:]).abs().max() > 1e-3
     assert (
-        model(src2, tgt, src_padding=None)[1] - model(src, tgt, src_padding=None)[1]
+        model(src2, tgt, src_padding=None).logits[1] - model(src, tgt, src_padding=None).logits[1]
     ).abs().max() > 1e-3
 
 
@@ -324,6 +325,15 @@ def test_decode_returns_weights_per_layer():
     assert cw[0].shape == (1, H, 3, 4)
     close(cw[1].sum(-1), torch.ones(1, H, 3, dtype=F64))
     assert (sw[0][..., ~causal_mask(3)] == 0).all()
+    # the named results: forward's attentions are the decoder's self-attention weights
+    encoded = model.encode(torch.tensor([[1, 2, 3, 4]]))
+    assert isinstance(encoded, EncoderOutput) and encoded.output is not None
+    decoded = model.decode(torch.tensor([[0, 5, 6]]), memory)
+    assert isinstance(decoded, DecoderOutput)
+    out = model(torch.tensor([[1, 2, 3, 4]]), torch.tensor([[0, 5, 6]]))
+    assert isinstance(out, ModelOutput) and out.cache is None
+    close(out.logits, decoded.output)
+    assert all(torch.equal(a, b) for a, b in zip(out.attentions, decoded.attentions, strict=True))
 
 
 # --------------------------------------------------------------------------- greedy decoding
@@ -337,11 +347,11 @@ def test_greedy_decode_equals_step_by_step_argmax():
         0  # how often a finished row's own argmax was not EOS (so the EOS padding was exercised)
     )
     for eos in range(10):  # each choice of EOS token ends the rows at different steps
-        out = greedy_decode(model, src, max_len=8, bos_id=0, eos_id=eos, src_padding=valid)
+        out = greedy_decode(model, src, max_len=8, bos_id=0, eos_id=eos, src_padding=valid).tokens
         manual = torch.zeros(2, 1, dtype=torch.long)
         done = torch.zeros(2, dtype=torch.bool)
         for _ in range(8):
-            nxt = model(src, manual, src_padding=valid)[:, -1].argmax(-1)
+            nxt = model(src, manual, src_padding=valid).logits[:, -1].argmax(-1)
             replaced += int((done & (nxt != eos)).sum())
             nxt[done] = eos
             manual = torch.cat([manual, nxt[:, None]], dim=1)
@@ -359,9 +369,11 @@ def test_greedy_decode_stops_at_eos_pads_with_eos_and_restores_mode():
         model.out_proj.weight.zero_()
         model.out_proj.bias.copy_(torch.arange(10, dtype=F64))  # token 9 always wins
     out = greedy_decode(model, torch.tensor([[1, 2], [3, 4]]), max_len=5, bos_id=0, eos_id=9)
+    assert out.logits.shape == (2, 1, 10)
+    out = out.tokens
     assert torch.equal(out, torch.tensor([[0, 9], [0, 9]]))  # stops as soon as every row has EOS
     assert model.training
-    out = greedy_decode(model, torch.tensor([[1, 2]]), max_len=4, bos_id=0, eos_id=3)
+    out = greedy_decode(model, torch.tensor([[1, 2]]), max_len=4, bos_id=0, eos_id=3).tokens
     assert torch.equal(out, torch.tensor([[0, 9, 9, 9, 9]]))  # never EOS: max_len new tokens
 
 
@@ -374,11 +386,11 @@ def test_tiny_model_learns_to_reverse_a_fixed_batch():
     tgt_in = torch.cat([torch.zeros(8, 1, dtype=torch.long), tgt[:, :-1]], dim=1)  # shifted right
     opt = torch.optim.Adam(model.parameters(), lr=3e-3)
     for _ in range(60):
-        loss = nn.functional.cross_entropy(model(src, tgt_in).flatten(0, 1), tgt.flatten())
+        loss = nn.functional.cross_entropy(model(src, tgt_in).logits.flatten(0, 1), tgt.flatten())
         opt.zero_grad()
         loss.backward()
         opt.step()
-    out = greedy_decode(model, src, max_len=6, bos_id=0, eos_id=1)
+    out = greedy_decode(model, src, max_len=6, bos_id=0, eos_id=1).tokens
     assert torch.equal(out[:, 1:], tgt), f"final loss {loss.item():.3f}"
 
 

@@ -53,7 +53,9 @@ def _train_and_score(seed: int) -> float:
                 64, N_SYMBOLS, MIN_LEN, MAX_LEN, generator=g, exclude=held_out
             )
             tgt_in = tt.shift_right(tgt)
-            logits = model(src, tgt_in, src_padding=src != tt.PAD, tgt_padding=tgt_in != tt.PAD)
+            logits = model(
+                src, tgt_in, src_padding=src != tt.PAD, tgt_padding=tgt_in != tt.PAD
+            ).logits
             loss = F.cross_entropy(logits.flatten(0, 1), tgt.flatten(), ignore_index=tt.PAD)
             opt.zero_grad()
             loss.backward()
@@ -66,7 +68,7 @@ def _train_and_score(seed: int) -> float:
             bos_id=tt.BOS,
             eos_id=tt.EOS,
             src_padding=test_src != tt.PAD,
-        )
+        ).tokens
         return tt.exact_match(generated, test_tgt).float().mean().item()
     finally:
         torch.set_num_threads(threads)

@@ -22,7 +22,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from tests.conftest import F64, assert_from_torch_rejects_wrong_type, close
+from tests.conftest import F64, close
 from transformer_lite import (
     MultiHeadAttention,
     bool_to_additive_mask,
@@ -311,11 +311,6 @@ def test_mha_padding_mask_matches_torch_key_padding_mask(self_attention):
     assert (weights[pad_keys] == 0).all()
 
 
-def test_mha_from_torch_copies_dtype():
-    theirs = _torch_mha()
-    ours = MultiHeadAttention.from_torch(theirs)
-    assert all(p.dtype == F64 for p in ours.parameters())
-    assert ours.n_heads == 2 and ours.d_head == 4
 
 
 # --------------------------------------------------------------------------- 4. numerics
@@ -694,16 +689,5 @@ def test_mha_rejects_mask_that_does_not_broadcast():
         mha(x, x, x, attn_mask=torch.ones(2, 3, dtype=torch.bool))
 
 
-@pytest.mark.parametrize(
-    "bad", [nn.Linear(4, 4), nn.TransformerEncoderLayer(8, 2, batch_first=True)]
-)
-def test_mha_from_torch_rejects_wrong_type(bad):
-    assert_from_torch_rejects_wrong_type(MultiHeadAttention, bad, "nn.MultiheadAttention")
 
 
-@pytest.mark.parametrize("kwargs", [{"kdim": 4}, {"add_bias_kv": True}, {"add_zero_attn": True}])
-def test_mha_from_torch_rejects_unsupported_options(kwargs):
-    with pytest.raises(
-        ValueError, match=r"kdim/vdim != embed_dim, add_bias_kv and add_zero_attn are not supported"
-    ):
-        MultiHeadAttention.from_torch(nn.MultiheadAttention(8, 2, batch_first=True, **kwargs))

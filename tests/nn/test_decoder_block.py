@@ -116,24 +116,6 @@ def test_is_causal_flag_equals_explicit_mask_and_torch(norm_first):
     assert (sw_flag[..., ~causal_mask(L)] == 0).all()
 
 
-def test_from_torch_copies_exactly_and_reads_eps_dropout_dtype():
-    layer = torch_layer(False, "relu", eps=1e-3)
-    ours = DecoderBlock.from_torch(layer)
-    assert ours.norm1.eps == ours.norm2.eps == ours.norm3.eps == 1e-3
-    assert ours.self_attn.dropout == ours.cross_attn.dropout == 0.1
-    assert ours.dropout1.p == ours.dropout2.p == ours.dropout3.p == ours.ff.dropout.p == 0.1
-    assert all(p.dtype == F64 for p in ours.parameters())
-    # bit-identical float64 copies (casting before copying: nothing rounded through float32)
-    assert torch.equal(ours.cross_attn.v_proj.weight, layer.multihead_attn.in_proj_weight[2 * D :])
-    assert torch.equal(ours.cross_attn.q_proj.bias, layer.multihead_attn.in_proj_bias[:D])
-    assert torch.equal(ours.self_attn.k_proj.weight, layer.self_attn.in_proj_weight[D : 2 * D])
-    assert torch.equal(ours.ff.linear1.weight, layer.linear1.weight)
-    assert torch.equal(ours.ff.linear2.bias, layer.linear2.bias)
-    assert torch.equal(ours.norm3.weight, layer.norm3.weight) and torch.equal(
-        ours.norm2.bias, layer.norm2.bias
-    )
-    f32 = DecoderBlock.from_torch(torch_layer(True, dtype=torch.float32))
-    assert all(p.dtype == torch.float32 for p in f32.parameters())
 
 
 def test_norm_orders_written_out():

@@ -177,10 +177,6 @@ def test_default_initialisation_uses_torch_bounds():
     assert GRU(3, 16).weight_ih.shape == (48, 3) and RNN(3, 16).weight_hh.shape == (16, 16)
 
 
-def test_from_torch_keeps_float32():
-    m = nn.RNN(2, 3)
-    assert RNN.from_torch(m).weight_ih.dtype == torch.float32
-    close(RNN.from_torch(m).weight_hh, m.weight_hh_l0.detach(), atol=0, rtol=0)
 
 
 # --------------------------------------------------------------------------- 3. structure
@@ -275,12 +271,3 @@ def test_forward_errors_name_expected_and_received_shapes(cls):
         model(torch.zeros(2, 5, 3), torch.zeros(2, 4, dtype=F64))
 
 
-def test_from_torch_errors():
-    with pytest.raises(ValueError, match="expected nn.RNN, received GRU"):
-        RNN.from_torch(nn.GRU(2, 3))
-    with pytest.raises(ValueError, match="expected nn.GRU, received LSTM"):
-        GRU.from_torch(nn.LSTM(2, 3))
-    with pytest.raises(ValueError, match="num_layers=2, bidirectional=False"):
-        RNN.from_torch(nn.RNN(2, 3, num_layers=2))
-    with pytest.raises(ValueError, match="num_layers=1, bidirectional=True"):
-        GRU.from_torch(nn.GRU(2, 3, bidirectional=True))

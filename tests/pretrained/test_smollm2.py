@@ -54,7 +54,7 @@ def prompt_logits(smollm2, golden):
     """Our logits (L, V) for each golden prompt, computed once."""
     model, tokenizer = smollm2
     with torch.no_grad():
-        return [model(torch.tensor([tokenizer.encode(p)]))[0] for p in golden[1]]
+        return [model(torch.tensor([tokenizer.encode(p)])).logits[0] for p in golden[1]]
 
 
 @needs_model
@@ -129,7 +129,7 @@ def test_greedy_continuations(smollm2, golden):
     arrays, prompts = golden
     for k, prompt in enumerate(prompts):
         ids = torch.tensor([tokenizer.encode(prompt)])
-        new = model.generate(ids, 10, temperature=0)[0, ids.shape[1] :]
+        new = model.generate(ids, 10, temperature=0).tokens[0, ids.shape[1] :]
         assert new.tolist() == arrays[f"hf_p{k}_greedy"].tolist()
         # llama.cpp (quantized activations) agrees until the two references part (a near tie for prompt 0).
         ref_hf, ref_llama = (
@@ -138,7 +138,8 @@ def test_greedy_continuations(smollm2, golden):
         )
         n = next((i for i, (a, b) in enumerate(zip(ref_hf, ref_llama)) if a != b), len(ref_hf))
         assert n >= 5 and new.tolist()[:n] == ref_llama[:n]
-    paris = model.generate(torch.tensor([tokenizer.encode(prompts[0])]), 2, temperature=0)[0, -2:]
+    prompt = torch.tensor([tokenizer.encode(prompts[0])])
+    paris = model.generate(prompt, 2, temperature=0).tokens[0, -2:]
     assert tokenizer.decode(paris) == " Paris."
 
 
@@ -146,10 +147,12 @@ def test_greedy_continuations(smollm2, golden):
 def test_cache_matches_no_cache(smollm2, golden):
     model, tokenizer = smollm2
     ids = torch.tensor([tokenizer.encode(golden[1][1])])
-    full = model(ids)
+    full = model(ids).logits
     cache = KVCache()
     model(ids[:, :-3], cache=cache)
-    steps = [model(ids[:, i : i + 1], cache=cache) for i in range(ids.shape[1] - 3, ids.shape[1])]
+    steps = [
+        model(ids[:, i : i + 1], cache=cache).logits for i in range(ids.shape[1] - 3, ids.shape[1])
+    ]
     torch.testing.assert_close(torch.cat(steps, dim=1), full[:, -3:], atol=1e-4, rtol=0)
     assert cache.layers[0][0].shape == (1, 3, ids.shape[1], 64), (
         "the cache holds 3 key/value heads, not 9"
@@ -163,8 +166,8 @@ def test_wrong_rope_layout_is_detected(smollm2, golden, prompt_logits):
     ids = torch.tensor([tokenizer.encode(golden[1][0])])
     try:
         rotary.interleaved = False  # GGUF rows as stored, but Hugging Face's pairing: wrong
-        wrong = model(ids)[0]
-        greedy = model.generate(ids, 2, temperature=0)[0, -2:]
+        wrong = model(ids).logits[0]
+        greedy = model.generate(ids, 2, temperature=0).tokens[0, -2:]
     finally:
         rotary.interleaved = True
     assert (wrong - prompt_logits[0]).abs().max() > 1.0, "the layout must matter (we measure 6.4)"
@@ -187,7 +190,7 @@ def test_half_layout_loader_gives_the_same_logits(smollm2, golden, prompt_logits
     assert half.blocks[0].self_attn.rotary.interleaved is False, "the loader must rotate halves"
     with torch.no_grad():
         for k, (prompt, logits) in enumerate(zip(prompts, prompt_logits)):
-            theirs = half(torch.tensor([tokenizer.encode(prompt)]))[0]
+            theirs = half(torch.tensor([tokenizer.encode(prompt)])).logits[0]
             torch.testing.assert_close(theirs, logits, atol=TOL, rtol=0)
             top = torch.topk(theirs[-1], 64)
             assert torch.equal(top.indices, arrays[f"hf_p{k}_top_ids"])
@@ -243,7 +246,7 @@ def test_unpermute_inverts_the_converter_and_both_layouts_agree():
     # d_head 4: GGUF row 1 = HF row d/2 = 2
     np.testing.assert_array_equal(gguf["blk.0.attn_q.weight"][1], w[2])
     ids = torch.randint(0, 20, (2, 9))
-    expected = hf_model(ids)
+    expected = hf_model(ids).logits
     metadata = {
         "general.architecture": "llama",
         "llama.embedding_length": 24,
@@ -260,12 +263,12 @@ def test_unpermute_inverts_the_converter_and_both_layouts_agree():
         cfg = config_from_gguf(metadata, gguf, rope_interleaved=interleaved)
         model = DecoderOnlyTransformer(cfg).double().eval()
         model.load_state_dict(_state_dict(gguf, cfg))
-        torch.testing.assert_close(model(ids), expected, atol=1e-12, rtol=0)
+        torch.testing.assert_close(model(ids).logits, expected, atol=1e-12, rtol=0)
     wrong = DecoderOnlyTransformer(config).double().eval()
     wrong.load_state_dict(
         _state_dict(gguf, DecoderOnlyConfig(**{**config.to_dict(), "rope_interleaved": True}))
     )
-    assert not torch.allclose(wrong(ids), expected, atol=1e-3)  # stored rows with half pairs
+    assert not torch.allclose(wrong(ids).logits, expected, atol=1e-3)  # stored rows with half pairs
     with pytest.raises(ValueError, match="general.architecture 'llama'"):
         config_from_gguf({**metadata, "general.architecture": "gpt2"}, gguf)
     with pytest.raises(ValueError, match="RoPE on the whole head"):

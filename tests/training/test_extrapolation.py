@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 
 import transformer_lite as tl
 from tests.conftest import F64, close
+from transformer_lite.outputs import ModelOutput
 from transformer_lite.training import extrapolation as ex
 
 SETTINGS = settings(derandomize=True, max_examples=20, deadline=None)
@@ -47,7 +48,7 @@ def test_parent_schemes_are_the_parent_model(scheme):
     for name, value in parent.state_dict().items():
         assert torch.equal(ours.state_dict()[name], value), name
     x = _ids()
-    close(ours(x), parent(x))
+    close(ours(x).logits, parent(x).logits)
 
 
 @pytest.mark.parametrize("n_layers", [1, 2])
@@ -61,7 +62,7 @@ def test_none_is_the_learned_model_with_a_zero_table(n_layers):
     with torch.no_grad():
         parent.position_embedding.weight.zero_()
     x = _ids()
-    close(ours(x), parent.eval()(x))
+    close(ours(x).logits, parent.eval()(x).logits)
 
 
 def _alibi_by_hand(model, ids):
@@ -97,7 +98,7 @@ def test_alibi_matches_the_forward_pass_written_out(n_layers):
     assert model.position_embedding is None
     with torch.no_grad():
         x = _ids(L=13)
-        close(model(x), _alibi_by_hand(model, x))
+        close(model(x).logits, _alibi_by_hand(model, x))
 
 
 def test_none_and_alibi_start_from_the_sinusoidal_models_weights():
@@ -121,7 +122,7 @@ def test_one_layer_without_positions_sees_a_bag_of_tokens(seed, L):
         )
     )
     with torch.no_grad():
-        close(model(x[:, perm])[:, -1], model(x)[:, -1], atol=1e-10, rtol=1e-9)
+        close(model(x[:, perm]).logits[:, -1], model(x).logits[:, -1], atol=1e-10, rtol=1e-9)
 
 
 def test_two_layers_without_positions_do_see_the_order():
@@ -130,7 +131,7 @@ def test_two_layers_without_positions_do_see_the_order():
     x = torch.tensor([[1, 2, 3, 4, 5, 6, 7, 0]])
     swapped = torch.tensor([[2, 1, 3, 4, 5, 6, 7, 0]])
     with torch.no_grad():
-        gap = (model(x)[:, -1] - model(swapped)[:, -1]).abs().max()
+        gap = (model(x).logits[:, -1] - model(swapped).logits[:, -1]).abs().max()
     assert gap > 1e-8
 
 
@@ -172,7 +173,8 @@ class _Reader(torch.nn.Module):
         else:
             src = ids[:, self.at]
         logits = F.one_hot(src, ex.VOCAB_SIZE).double()  # (B, V)
-        return logits[:, None].expand(B, L, ex.VOCAB_SIZE)  # (B, L, V)
+        # (B, L, V), as a model of the package returns it
+        return ModelOutput(logits[:, None].expand(B, L, ex.VOCAB_SIZE), (), None)
 
 
 def test_recency_accuracy_of_readers_with_known_answers():
@@ -192,7 +194,7 @@ def test_recency_accuracy_matches_a_python_loop(seed, n):
     got = ex.recency_accuracy(model, [n], n_eval=50, seed=seed)
     tokens, _ = ex.make_recency_batch(50, n, torch.Generator().manual_seed(seed + n))
     with torch.no_grad():
-        logits = model(tokens)
+        logits = model(tokens).logits
     hits = 0
     for b, answer in enumerate(_recency_by_loops(tokens)):
         row = logits[b, n - 1].tolist()

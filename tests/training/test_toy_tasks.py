@@ -7,6 +7,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from transformer_lite.outputs import ModelOutput
 from transformer_lite.training import toy_tasks as tt
 
 SETTINGS = settings(derandomize=True, max_examples=40, deadline=None)
@@ -213,7 +214,8 @@ class _Reader(torch.nn.Module):
     def forward(self, ids):  # (B, L) -> (B, L, V)
         # source[:, t] = ids[:, t - read_back] (wrapping)
         source = torch.roll(ids, self.read_back, dims=1)
-        return 100.0 * torch.nn.functional.one_hot(source, self.n_symbols).double() + self.unused
+        logits = 100.0 * torch.nn.functional.one_hot(source, self.n_symbols).double() + self.unused
+        return ModelOutput(logits, (), None)  # as a model of the package returns it
 
 
 @pytest.mark.parametrize("lag, length", [(1, None), (4, None), (3, 9)])
@@ -245,12 +247,10 @@ def test_train_delayed_recall_scores_a_wrong_reader_by_coincidence(lag, length):
 @pytest.mark.slow  # trains, generates at length or runs gradcheck: more than 10 s on a loaded 2-core machine
 def test_train_delayed_recall_learns_a_short_lag():
     torch.manual_seed(0)
-    from transformer_lite import GRULanguageModel
+    from transformer_lite.models.recurrent_lm import GRUConfig, GRULanguageModel
 
-    assert (
-        tt.train_delayed_recall(GRULanguageModel(4, 16), lag=1, steps=150, n_symbols=4, lr=1e-2)
-        > 0.95
-    )
+    model = GRULanguageModel(GRUConfig(4, 16))
+    assert tt.train_delayed_recall(model, lag=1, steps=150, n_symbols=4, lr=1e-2) > 0.95
 
 
 # Delayed recall with a random prefix (max_prefix = P > 0): the offset stays k, the answer's absolute position moves.
@@ -335,7 +335,8 @@ class _FirstTokenReader(_Reader):
 
     def forward(self, ids):
         first = ids[:, :1].expand_as(ids)  # (B, L)
-        return 100.0 * torch.nn.functional.one_hot(first, self.n_symbols).double() + self.unused
+        logits = 100.0 * torch.nn.functional.one_hot(first, self.n_symbols).double() + self.unused
+        return ModelOutput(logits, (), None)
 
 
 def test_the_position_zero_shortcut_is_perfect_only_without_a_prefix():

@@ -18,7 +18,7 @@ from safetensors.torch import save_file
 
 from tests.conftest import skip_or_fail
 from transformer_lite.models.decoder_only import DecoderOnlyConfig, DecoderOnlyTransformer
-from transformer_lite.models.recurrent_lm import GRULanguageModel
+from transformer_lite.models.recurrent_lm import GRUConfig, GRULanguageModel
 from transformer_lite.training.train import (
     TrainConfig,
     evaluate,
@@ -103,7 +103,9 @@ def test_train_is_seeded_and_learns():
 @pytest.mark.parametrize("kind", ["transformer", "gru"])
 def test_checkpoint_round_trip(tmp_path, kind):
     model = (
-        tiny_model(1) if kind == "transformer" else GRULanguageModel(7, 10, n_layers=2, dropout=0.1)
+        tiny_model(1)
+        if kind == "transformer"
+        else GRULanguageModel(GRUConfig(7, 10, n_layers=2, dropout=0.1))
     )
     tied = model.lm_head.weight is model.token_embedding.weight
     assert tied == (kind == "transformer")  # the defaults: tied transformer, untied GRU
@@ -123,7 +125,7 @@ def test_checkpoint_round_trip(tmp_path, kind):
         "the tie (or its absence) survives"
     )
     ids = torch.randint(0, 7, (2, 9))
-    torch.testing.assert_close(loaded(ids), model.eval()(ids), atol=0, rtol=0)
+    torch.testing.assert_close(loaded(ids).logits, model.eval()(ids).logits, atol=0, rtol=0)
 
 
 def test_checkpoint_errors(tmp_path):
@@ -145,11 +147,13 @@ def test_train_config_errors():
 @pytest.mark.parametrize("n_layers", [1, 2])
 def test_gru_width_matching(n_layers, tie):
     for width in (8, 33):
-        n = GRULanguageModel(78, width, n_layers=n_layers, tie_embeddings=tie).num_parameters()
+        config = GRUConfig(78, width, n_layers=n_layers, tie_embeddings=tie)
+        n = GRULanguageModel(config).num_parameters()
         assert gru_width_matching(n, 78, n_layers, tie_embeddings=tie) == width
     width = gru_width_matching(423_168, 78, 2)  # the chapter's transformer
     counts = [
-        GRULanguageModel(78, w, n_layers=2).num_parameters() for w in (width - 1, width, width + 1)
+        GRULanguageModel(GRUConfig(78, w, n_layers=2)).num_parameters()
+        for w in (width - 1, width, width + 1)
     ]
     assert abs(counts[1] - 423_168) == min(abs(c - 423_168) for c in counts)
 

@@ -32,19 +32,18 @@ from ..checks import (
     eval_mode,
     owner_name,
 )
-from ..nn.attention import KVPair
-from ..nn.blocks import NORM_CLASSES, TransformerBlock, make_norm
+from ..config import Activation, Norm, Positional, check_options
+from ..nn.blocks import TransformerBlock, make_norm
 from ..nn.positional import (
     LearnedPositionalEmbedding,
     RotaryEmbedding,
     SinusoidalPositionalEncoding,
     sinusoidal_positional_encoding,
 )
+from ..outputs import Generation, KVCache, ModelOutput
+from .generation import decode, sample_next_token
 
 __all__ = ["DecoderOnlyConfig", "KVCache", "DecoderOnlyTransformer", "sample_next_token"]
-
-_POSITIONAL = ("learned", "sinusoidal", "rotary")
-_ACTIVATIONS = ("relu", "gelu", "swiglu")
 
 
 @dataclass(frozen=True)
@@ -68,11 +67,11 @@ class DecoderOnlyConfig:
     # pre-norm (GPT-2, Llama) if True, post-norm (original Transformer) if False
     norm_first: bool = True
     # "learned" (GPT-2), "sinusoidal" (Vaswani et al.) or "rotary" (RoPE, Llama)
-    positional: str = "learned"
+    positional: Positional = "learned"
     n_kv_heads: int | None = None  # key/value heads for grouped-query attention; None = n_heads
-    norm: str = "layernorm"  # "layernorm" or "rmsnorm"
+    norm: Norm = "layernorm"  # "layernorm" or "rmsnorm"
     # "relu", "gelu" (two-layer network) or "swiglu" (gated, three matrices)
-    activation: str = "gelu"
+    activation: Activation = "gelu"
     bias: bool = True  # biases in the attention and feed-forward projections (Llama: none)
     eps: float = 1e-5  # epsilon of every normalization layer
     # RoPE wavelength base (SmolLM2: 100000); used if positional == "rotary"
@@ -87,15 +86,7 @@ class DecoderOnlyConfig:
             check_positive_int(self, "n_kv_heads", self.n_kv_heads)
         check_heads(self, self.d_model, self.n_heads, self.n_kv_heads)
         check_dropout(self, self.dropout)
-        for name, allowed in (
-            ("positional", _POSITIONAL),
-            ("norm", tuple(NORM_CLASSES)),
-            ("activation", _ACTIVATIONS),
-        ):
-            if getattr(self, name) not in allowed:
-                raise ValueError(
-                    f"{owner_name(self)}: expected {name} in {allowed}, received {getattr(self, name)!r}"
-                )
+        check_options(self)
         if self.positional == "rotary" and (self.d_model // self.n_heads) % 2 != 0:
             raise ValueError(
                 f"{owner_name(self)}: rotary positions need an even d_head, received "
@@ -105,32 +96,6 @@ class DecoderOnlyConfig:
     def to_dict(self) -> dict:
         """The fields as a plain dict (for checkpoint metadata)."""
         return asdict(self)
-
-
-class KVCache:
-    """The keys and values of every layer for the positions processed so far.
-
-    Source: incremental decoding as in Shazeer (2019), which keeps the keys and values of
-    earlier positions and analyses the memory traffic of reading them at every step; the same
-    layout (one ``(keys, values)`` pair per layer) as Hugging Face's ``DynamicCache``.
-
-    Filled in place by :meth:`DecoderOnlyTransformer.forward`: pass an empty
-    cache with the prompt, then the same cache with each new token.
-
-    Attributes:
-        layers: one ``(keys, values)`` pair per layer, each ``(B, n_kv_heads, S, d_head)``.
-    """
-
-    def __init__(self) -> None:
-        self.layers: list[KVPair] = []
-
-    def __len__(self) -> int:
-        """Number of cached positions S (0 when empty)."""
-        return self.layers[0][0].shape[-2] if self.layers else 0
-
-    def num_bytes(self) -> int:
-        """Memory held by the cached tensors, in bytes."""
-        return sum(t.numel() * t.element_size() for pair in self.layers for t in pair)
 
 
 class DecoderOnlyTransformer(nn.Module):
@@ -157,7 +122,7 @@ class DecoderOnlyTransformer(nn.Module):
         d_head = c.d_model // c.n_heads
         self.token_embedding = nn.Embedding(c.vocab_size, c.d_model)
         if c.positional == "learned":
-            self.position_embedding = LearnedPositionalEmbedding(c.max_len, c.d_model)
+            self.position_embedding = LearnedPositionalEmbedding(c.d_model, c.max_len)
         elif c.positional == "sinusoidal":  # no parameters, no buffers: the state_dict is unchanged
             self.position_embedding = SinusoidalPositionalEncoding(c.d_model, c.max_len)
         else:  # rotary: nothing is added here; every attention layer rotates its queries and keys
@@ -261,11 +226,11 @@ class DecoderOnlyTransformer(nn.Module):
     def forward(
         self,
         input_ids: Tensor,
+        *,
         cache: KVCache | None = None,
-        return_attentions: bool = False,
         attention_mask: Tensor | None = None,
         position_ids: Tensor | None = None,
-    ) -> Tensor | tuple[Tensor, tuple[Tensor, ...]]:
+    ) -> ModelOutput:
         """Next-token logits at every position.
 
         A batch of sequences of different lengths is padded on the left (generation appends on
@@ -281,7 +246,6 @@ class DecoderOnlyTransformer(nn.Module):
             input_ids: ``(B, L)`` int64 token ids. With a non-empty ``cache`` these are the
                 *new* tokens, at columns ``len(cache) .. len(cache) + L - 1``.
             cache: a :class:`KVCache` to read from and append to (in place), or ``None``.
-            return_attentions: also return the attention weights of every layer.
             attention_mask: ``None`` (every token real) or bool ``(B, len(cache) + L)``, ``True``
                 at real tokens, ``False`` at padding, covering the cached and the new columns.
             position_ids: ``None`` or integer ``(B, L)``, the position of each new token
@@ -290,9 +254,10 @@ class DecoderOnlyTransformer(nn.Module):
                 ``len(cache) .. len(cache) + L - 1`` without a mask.
 
         Returns:
-            logits ``(B, L, vocab_size)`` (row ``t`` scores the token at position ``t + 1``);
-            with ``return_attentions``, ``(logits, attentions)`` where ``attentions`` holds
-            ``n_layers`` tensors ``(B, H, L, len(cache) + L)``.
+            :class:`~transformer_lite.outputs.ModelOutput`: ``logits`` ``(B, L, vocab_size)``
+            (row ``t`` scores the token at position ``t + 1``), ``attentions`` (``n_layers``
+            tensors ``(B, H, L, len(cache) + L)``, first layer first) and ``cache`` (the one
+            passed in, now holding these positions too, or ``None``).
 
         Raises:
             ValueError: for ids, positions or masks other than the above.
@@ -306,30 +271,28 @@ class DecoderOnlyTransformer(nn.Module):
         for i, block in enumerate(self.blocks):
             past = cache.layers[i] if cache is not None and i < len(cache.layers) else None
             # (B, L, D), (B, H, L, S), this layer's keys and values: the block computes them
-            # anyway, so asking for them costs nothing; they are kept only in a cache. A key is
-            # seen only if both masks allow it (the causal one aligned bottom-right with a cache).
-            x, weights, present = block(
-                x, attn_mask=key_mask, is_causal=True, past_kv=past, use_cache=True
-            )
+            # anyway; they are kept only in a cache. A key is seen only if both masks allow it
+            # (the causal one aligned bottom-right with a cache).
+            x, weights, present = block(x, attn_mask=key_mask, is_causal=True, cache=past)
             if cache is not None:
                 # replace (or append) this layer's keys and values
                 cache.layers[i : i + 1] = [present]
             attentions.append(weights)
         logits = self.lm_head(self.final_norm(x))  # (B, L, V)
-        return (logits, tuple(attentions)) if return_attentions else logits
+        return ModelOutput(logits, tuple(attentions), cache)
 
     @torch.no_grad()
     def generate(
         self,
         input_ids: Tensor,
         max_new_tokens: int,
+        *,
         temperature: float = 1.0,
         top_k: int | None = None,
         use_cache: bool = True,
         generator: torch.Generator | None = None,
-        return_logits: bool = False,
         attention_mask: Tensor | None = None,
-    ) -> Tensor | tuple[Tensor, Tensor]:
+    ) -> Generation:
         """Append ``max_new_tokens`` tokens, one at a time, each drawn from the model's next-token distribution.
 
         Without the cache every step runs the whole sequence so far (at most its last
@@ -337,7 +300,8 @@ class DecoderOnlyTransformer(nn.Module):
         with the cache the prompt is run once and each later step runs only the newest
         token, so every position must stay below ``max_len``. While the sequence fits,
         both give the same logits (up to rounding) and so the same tokens. The model is
-        put in eval mode for the call (dropout off) and restored afterwards.
+        put in eval mode for the call (dropout off) and restored afterwards. The loop is
+        :func:`~transformer_lite.models.generation.decode`.
 
         Prompts of different lengths go in one batch padded on the **left**, with
         ``attention_mask`` marking the real tokens: every row's last column is then its
@@ -354,13 +318,13 @@ class DecoderOnlyTransformer(nn.Module):
             top_k: sample only among the ``top_k`` most likely tokens (``None`` = all).
             use_cache: reuse keys and values through a :class:`KVCache`.
             generator: ``torch.Generator`` for reproducible sampling.
-            return_logits: also return the logits each step sampled from.
             attention_mask: ``None`` (no padding) or bool ``(B, L)``, ``True`` at real tokens:
                 in each row some ``False`` (padding) and then only ``True``.
 
         Returns:
-            ``(B, L + max_new_tokens)`` int64; with ``return_logits``, also the
-            ``(B, max_new_tokens, vocab_size)`` logits (before temperature).
+            :class:`~transformer_lite.outputs.Generation`: ``tokens`` ``(B, L + max_new_tokens)``
+            int64 and ``logits`` ``(B, max_new_tokens, vocab_size)``, the logits each step
+            sampled from (before temperature).
 
         Raises:
             ValueError: for arguments other than the above; with ``use_cache``, also for a prompt
@@ -378,27 +342,37 @@ class DecoderOnlyTransformer(nn.Module):
             )
         if attention_mask is not None:
             _check_left_padding(self.generate, input_ids, attention_mask)
+        cache = KVCache() if use_cache else None
+        seen = {"tokens": None, "mask": None}  # the sequence and its mask so far
+
+        def step(feed: Tensor) -> Tensor:
+            """Feed the prompt (first call) or the newest token; the next-token logits ``(B, V)``."""
+            first = seen["tokens"] is None
+            tokens = feed if first else torch.cat((seen["tokens"], feed), dim=1)  # (B, L + steps)
+            mask = attention_mask
+            if mask is not None and not first:  # the new token is real: (B, L + steps)
+                mask = torch.cat((seen["mask"], mask.new_ones(mask.shape[0], 1)), dim=1)
+            seen["tokens"], seen["mask"] = tokens, mask
+            window = feed if use_cache else tokens[:, -self.config.max_len :]  # (B, <= max_len)
+            # the mask covers every column the step attends to: the cached ones and the window
+            visible = mask if mask is None or use_cache else mask[:, -window.shape[1] :]
+            # (B, V): scores of the next token, read at the last column (the newest real token)
+            return self(window, cache=cache, attention_mask=visible).logits[:, -1]
+
         with eval_mode(self):
-            tokens, step_logits, mask = input_ids, [], attention_mask
-            cache = KVCache() if use_cache else None
-            feed = input_ids  # with a cache: only the tokens not yet processed
-            for _ in range(max_new_tokens):
-                window = feed if use_cache else tokens[:, -self.config.max_len :]  # (B, <= max_len)
-                # the mask covers every column the step attends to: the cached ones and the window
-                seen = mask if mask is None or use_cache else mask[:, -window.shape[1] :]
-                # (B, V): scores of the next token, read at the last column (the newest real token)
-                logits = self(window, cache=cache, attention_mask=seen)[:, -1]
-                step_logits.append(logits)
-                next_token = sample_next_token(logits, temperature, top_k, generator)  # (B, 1)
-                tokens = torch.cat((tokens, next_token), dim=1)  # (B, L + steps so far)
-                if mask is not None:  # the new token is real: (B, L + steps so far)
-                    mask = torch.cat((mask, mask.new_ones(mask.shape[0], 1)), dim=1)
-                feed = next_token
-        if not return_logits:
-            return tokens
+            result = decode(
+                step,
+                input_ids,
+                max_new_tokens,
+                temperature=temperature,
+                top_k=top_k,
+                generator=generator,
+            )
+        if max_new_tokens > 0:
+            return result
         V = self.config.vocab_size
         empty = input_ids.new_zeros((input_ids.shape[0], 0, V), dtype=self.lm_head.weight.dtype)
-        return tokens, (torch.stack(step_logits, dim=1) if step_logits else empty)
+        return Generation(result.tokens, empty)
 
 
 def _check_left_padding(owner, input_ids: Tensor, attention_mask: Tensor) -> None:
@@ -439,50 +413,3 @@ def _init_weights(module: nn.Module) -> None:
         nn.init.normal_(module.weight, mean=0.0, std=0.02)
     if isinstance(module, nn.Linear) and module.bias is not None:
         nn.init.zeros_(module.bias)
-
-
-def sample_next_token(
-    logits: Tensor,
-    temperature: float = 1.0,
-    top_k: int | None = None,
-    generator: torch.Generator | None = None,
-) -> Tensor:
-    """Pick one token per row from next-token logits.
-
-    ``temperature = 0``: the arg-max (greedy decoding; the lowest id on ties).
-    Otherwise sample from ``softmax(logits / temperature)``, restricted to the
-    ``top_k`` largest logits if given (top-k sampling; Fan et al., 2018,
-    "Hierarchical Neural Story Generation").
-
-    Args:
-        logits: ``(B, V)`` floating.
-        temperature: ``>= 0``; below 1 sharpens, above 1 flattens the distribution.
-        top_k: ``None`` or an int in ``[1, V]``.
-        generator: ``torch.Generator`` for reproducible draws.
-
-    Returns:
-        ``(B, 1)`` int64 token ids.
-
-    Raises:
-        ValueError: if ``logits`` is not 2-D, ``temperature < 0``, or ``top_k`` is outside ``[1, V]``.
-    """
-    if logits.dim() != 2:
-        raise ValueError(
-            f"{owner_name(sample_next_token)}: expected logits of shape (B, V), received {tuple(logits.shape)}"
-        )
-    if not temperature >= 0:
-        raise ValueError(
-            f"{owner_name(sample_next_token)}: expected temperature >= 0, received {temperature}"
-        )
-    if top_k is not None and not 1 <= top_k <= logits.shape[-1]:
-        raise ValueError(
-            f"{owner_name(sample_next_token)}: expected top_k in [1, {logits.shape[-1]}], received {top_k}"
-        )
-    if temperature == 0:
-        return logits.argmax(dim=-1, keepdim=True)  # (B, 1)
-    scaled = logits.float() / temperature  # (B, V)
-    if top_k is not None:
-        kth = torch.topk(scaled, top_k, dim=-1).values[:, -1:]  # (B, 1): the k-th largest logit
-        scaled = scaled.masked_fill(scaled < kth, float("-inf"))
-    probs = torch.softmax(scaled, dim=-1)  # (B, V)
-    return torch.multinomial(probs, num_samples=1, generator=generator)  # (B, 1)

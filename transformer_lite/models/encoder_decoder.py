@@ -26,7 +26,6 @@ import torch
 from torch import Tensor, nn
 
 from ..checks import (
-    check_choice,
     check_dropout,
     check_heads,
     check_marker,
@@ -36,10 +35,13 @@ from ..checks import (
     eval_mode,
     owner_name,
 )
+from ..config import FFActivation, check_options
 from ..nn.blocks import DecoderBlock, TransformerBlock
 from ..nn.masks import padding_mask
 from ..nn.normalization import LayerNorm
 from ..nn.positional import SinusoidalPositionalEncoding
+from ..outputs import DecoderOutput, EncoderOutput, Generation, ModelOutput
+from .generation import decode
 
 __all__ = [
     "TransformerEncoder",
@@ -62,17 +64,30 @@ class _Stack(nn.Module):
         d_model: int,
         n_heads: int,
         d_ff: int,
+        *,
+        dropout: float = 0.0,
+        activation: FFActivation = "relu",
+        norm_first: bool = False,
+        eps: float = 1e-5,
         final_norm: bool | None = None,
-        **options,
     ) -> None:
         super().__init__()
         check_positive_int(self, "n_layers", n_layers)
         self.layers = nn.ModuleList(
-            self.block(d_model, n_heads, d_ff, **options) for _ in range(n_layers)
+            self.block(
+                d_model,
+                n_heads,
+                d_ff,
+                dropout=dropout,
+                activation=activation,
+                norm_first=norm_first,
+                eps=eps,
+            )
+            for _ in range(n_layers)
         )
-        self.norm_first = self.layers[0].norm_first
-        use_norm = self.norm_first if final_norm is None else final_norm  # None: if pre-norm
-        self.norm = LayerNorm(d_model, eps=self.layers[0].norm1.eps) if use_norm else None
+        self.norm_first = norm_first
+        use_norm = norm_first if final_norm is None else final_norm  # None: if pre-norm
+        self.norm = LayerNorm(d_model, eps=eps) if use_norm else None
 
     @classmethod
     def from_torch(cls, stack: nn.Module) -> _Stack:
@@ -120,8 +135,8 @@ class TransformerEncoder(_Stack):
     Args:
         n_layers: number of blocks N.
         d_model, n_heads, d_ff: as :class:`~transformer_lite.nn.blocks.TransformerBlock`.
-        **options: ``dropout``, ``activation``, ``norm_first``, ``eps`` (and the others of
-            :class:`~transformer_lite.nn.blocks.TransformerBlock`), the same for every block.
+        dropout, activation, norm_first, eps: as :class:`~transformer_lite.nn.blocks.TransformerBlock`,
+            the same for every block.
         final_norm: whether a LayerNorm follows the last block. ``None``
             (default): only for a pre-norm stack (``norm_first=True``). ``True``
             always, as torch's ``nn.Transformer``; ``False`` never.
@@ -137,24 +152,25 @@ class TransformerEncoder(_Stack):
     torch_class = nn.TransformerEncoder
 
     def forward(
-        self, x: Tensor, attn_mask: Tensor | None = None, is_causal: bool = False
-    ) -> tuple[Tensor, tuple[Tensor, ...]]:
+        self, x: Tensor, *, attn_mask: Tensor | None = None, is_causal: bool = False
+    ) -> EncoderOutput:
         """Run ``x`` of shape ``(B, L, d_model)`` through every block (same mask for all).
 
         Returns:
-            ``(y, weights)``: ``y`` ``(B, L, d_model)`` and a tuple of ``n_layers``
-            self-attention weight tensors ``(B, H, L, L)``, first layer first.
+            :class:`~transformer_lite.outputs.EncoderOutput`: ``output`` ``(B, L, d_model)`` and
+            ``attentions``, ``n_layers`` self-attention weight tensors ``(B, H, L, L)``, first
+            layer first.
 
         Raises:
             ValueError: as :meth:`TransformerBlock.forward`.
         """
         weights = []
         for layer in self.layers:
-            x, w = layer(x, attn_mask=attn_mask, is_causal=is_causal)
+            x, w, _ = layer(x, attn_mask=attn_mask, is_causal=is_causal)  # (B, L, D), (B, H, L, L)
             weights.append(w)
         if self.norm is not None:
             x = self.norm(x)
-        return x, tuple(weights)
+        return EncoderOutput(x, tuple(weights))
 
 
 class TransformerDecoder(_Stack):
@@ -171,17 +187,19 @@ class TransformerDecoder(_Stack):
         self,
         x: Tensor,
         memory: Tensor,
+        *,
         attn_mask: Tensor | None = None,
         memory_mask: Tensor | None = None,
         is_causal: bool = False,
-    ) -> tuple[Tensor, tuple[Tensor, ...], tuple[Tensor, ...]]:
+    ) -> DecoderOutput:
         """Run target states ``x`` ``(B, L, d_model)`` through every block, all attending to ``memory`` ``(B, S, D)``.
 
         Args: as :meth:`DecoderBlock.forward` (the same masks for every block).
 
         Returns:
-            ``(y, self_weights, cross_weights)``: ``y`` ``(B, L, d_model)``, and two
-            tuples of ``n_layers`` tensors, ``(B, H, L, L)`` and ``(B, H, L, S)``.
+            :class:`~transformer_lite.outputs.DecoderOutput`: ``output`` ``(B, L, d_model)``,
+            ``attentions`` and ``cross_attentions``, two tuples of ``n_layers`` tensors,
+            ``(B, H, L, L)`` and ``(B, H, L, S)``.
 
         Raises:
             ValueError: as :meth:`DecoderBlock.forward`.
@@ -195,7 +213,7 @@ class TransformerDecoder(_Stack):
             cross_weights.append(cw)
         if self.norm is not None:
             x = self.norm(x)
-        return x, tuple(self_weights), tuple(cross_weights)
+        return DecoderOutput(x, tuple(self_weights), tuple(cross_weights))
 
 
 @dataclass(frozen=True)
@@ -217,7 +235,7 @@ class EncoderDecoderConfig:
     dropout: float = 0.1  # on embeddings + positions, attention weights, feed-forward hidden units, sublayer outputs
     max_len: int = 512  # longest source or target sequence accepted (positions 0 .. max_len - 1)
     norm_first: bool = False  # False: post-norm, as in the paper; True: pre-norm
-    activation: str = "relu"  # feed-forward nonlinearity: "relu" (paper) or "gelu" (exact)
+    activation: FFActivation = "relu"  # feed-forward nonlinearity: "relu" (paper) or "gelu" (exact)
     # LayerNorm after each stack: None = if pre-norm; True = always (as nn.Transformer)
     final_norm: bool | None = None
     eps: float = 1e-5  # LayerNorm epsilon (nn.LayerNorm's default)
@@ -236,7 +254,7 @@ class EncoderDecoderConfig:
             check_positive_int(self, name, getattr(self, name))
         check_heads(self, self.d_model, self.n_heads)
         check_dropout(self, self.dropout)
-        check_choice(self, "activation", self.activation, ("relu", "gelu"))
+        check_options(self)
 
 
 class EncoderDecoderTransformer(nn.Module):
@@ -313,9 +331,7 @@ class EncoderDecoderTransformer(nn.Module):
         x = embed(self, name, table, ids) * math.sqrt(self.config.d_model)
         return self.pos(x)  # + PE, then dropout
 
-    def encode(
-        self, src_ids: Tensor, src_padding: Tensor | None = None
-    ) -> tuple[Tensor, tuple[Tensor, ...]]:
+    def encode(self, src_ids: Tensor, src_padding: Tensor | None = None) -> EncoderOutput:
         """Encode the source.
 
         Args:
@@ -323,8 +339,9 @@ class EncoderDecoderTransformer(nn.Module):
             src_padding: optional ``(B, S)`` bool/0-1, ``True`` = real token.
 
         Returns:
-            ``(memory, weights)``: ``memory`` ``(B, S, d_model)`` and the tuple of
-            per-layer encoder self-attention weights ``(B, H, S, S)``.
+            :class:`~transformer_lite.outputs.EncoderOutput`: ``output`` (the memory)
+            ``(B, S, d_model)`` and ``attentions``, the per-layer encoder self-attention
+            weights ``(B, H, S, S)``.
 
         Raises:
             ValueError: for ids or a padding marker other than the above, or ``S > max_len``.
@@ -338,7 +355,7 @@ class EncoderDecoderTransformer(nn.Module):
         memory: Tensor,
         src_padding: Tensor | None = None,
         tgt_padding: Tensor | None = None,
-    ) -> tuple[Tensor, tuple[Tensor, ...], tuple[Tensor, ...]]:
+    ) -> DecoderOutput:
         """Decode the target prefix ``tgt_ids`` against ``memory`` (causal self-attention).
 
         Args:
@@ -349,9 +366,10 @@ class EncoderDecoderTransformer(nn.Module):
             tgt_padding: optional ``(B, L)``, ``True`` = real target token.
 
         Returns:
-            ``(logits, self_weights, cross_weights)``: logits ``(B, L, tgt_vocab_size)``
-            (row ``t`` scores the token at position ``t + 1``), and the per-layer
-            decoder weights ``(B, H, L, L)`` and cross-attention weights ``(B, H, L, S)``.
+            :class:`~transformer_lite.outputs.DecoderOutput`: ``output`` the logits
+            ``(B, L, tgt_vocab_size)`` (row ``t`` scores the token at position ``t + 1``),
+            ``attentions`` the per-layer decoder self-attention weights ``(B, H, L, L)`` and
+            ``cross_attentions`` the cross-attention weights ``(B, H, L, S)``.
 
         Raises:
             ValueError: for ids, markers or a ``memory`` other than the above, or ``L > max_len``.
@@ -377,7 +395,7 @@ class EncoderDecoderTransformer(nn.Module):
             memory_mask=memory_mask,
             is_causal=True,
         )
-        return self.out_proj(h), self_weights, cross_weights  # (B, L, V_tgt)
+        return DecoderOutput(self.out_proj(h), self_weights, cross_weights)  # (B, L, V_tgt)
 
     def forward(
         self,
@@ -385,7 +403,7 @@ class EncoderDecoderTransformer(nn.Module):
         tgt_ids: Tensor,
         src_padding: Tensor | None = None,
         tgt_padding: Tensor | None = None,
-    ) -> Tensor:
+    ) -> ModelOutput:
         """Logits for every target position (teacher forcing).
 
         Args:
@@ -395,7 +413,9 @@ class EncoderDecoderTransformer(nn.Module):
             tgt_padding: optional ``(B, L)``, ``True`` = real token.
 
         Returns:
-            ``(B, L, tgt_vocab_size)`` logits; position ``t`` depends on ``tgt_ids[:, :t+1]`` only.
+            :class:`~transformer_lite.outputs.ModelOutput`: ``logits`` ``(B, L, tgt_vocab_size)``
+            (position ``t`` depends on ``tgt_ids[:, :t+1]`` only), ``attentions`` the decoder's
+            self-attention weights, one ``(B, H, L, L)`` per layer, and ``cache`` ``None``.
 
         Raises:
             ValueError: as :meth:`encode` and :meth:`decode`, or if the batch sizes differ.
@@ -410,9 +430,9 @@ class EncoderDecoderTransformer(nn.Module):
                 f"{owner_name(self)}: expected src_ids and tgt_ids with one batch size, received "
                 f"{tuple(src_ids.shape)} and {tuple(tgt_ids.shape)}"
             )
-        memory, _ = self.encode(src_ids, src_padding)
-        logits, _, _ = self.decode(tgt_ids, memory, src_padding, tgt_padding)
-        return logits
+        memory = self.encode(src_ids, src_padding).output  # (B, S, D)
+        decoded = self.decode(tgt_ids, memory, src_padding, tgt_padding)
+        return ModelOutput(decoded.output, decoded.attentions, None)  # logits (B, L, V_tgt)
 
     @classmethod
     def from_torch(
@@ -480,7 +500,7 @@ def greedy_decode(
     bos_id: int,
     eos_id: int,
     src_padding: Tensor | None = None,
-) -> Tensor:
+) -> Generation:
     """Translate ``src_ids`` by picking the most probable next token, one step at a time.
 
     Source: the standard greedy search (Vaswani et al. use beam search, Sec. 6.1;
@@ -488,7 +508,8 @@ def greedy_decode(
     at each step the whole target prefix is decoded again (no key/value cache)
     and the argmax of the last position's logits is appended. A sequence that
     has produced ``eos_id`` is padded with ``eos_id`` from then on; decoding
-    stops when every sequence has produced it or after ``max_len`` new tokens.
+    stops when every sequence has produced it or after ``max_len`` new tokens (the loop is
+    :func:`~transformer_lite.models.generation.decode` with ``temperature=0``).
     The model runs in eval mode (no dropout) without gradients; its previous
     training/eval mode is restored afterwards.
 
@@ -501,7 +522,9 @@ def greedy_decode(
         src_padding: optional ``(B, S)``, ``True`` = real source token.
 
     Returns:
-        int64 tensor ``(B, 1 + T)``, ``T <= max_len``: BOS, then the generated tokens.
+        :class:`~transformer_lite.outputs.Generation`: ``tokens`` int64 ``(B, 1 + T)``,
+        ``T <= max_len`` (BOS, then the generated tokens), and the ``logits`` ``(B, T, V_tgt)``
+        each token was chosen from.
 
     Raises:
         ValueError: if ``model`` is not an ``EncoderDecoderTransformer``, ``max_len`` is
@@ -526,16 +549,16 @@ def greedy_decode(
                 f"received {tok!r}"
             )
     with eval_mode(model), torch.no_grad():
-        memory, _ = model.encode(src_ids, src_padding)
-        # (B, 1)
-        out = torch.full((src_ids.shape[0], 1), bos_id, dtype=torch.long, device=src_ids.device)
-        done = torch.zeros(src_ids.shape[0], dtype=torch.bool, device=src_ids.device)  # (B,)
-        for _ in range(max_len):
-            logits, _, _ = model.decode(out, memory, src_padding)  # (B, t, V)
-            nxt = logits[:, -1].argmax(dim=-1)  # (B,)
-            nxt = torch.where(done, torch.full_like(nxt, eos_id), nxt)
-            out = torch.cat([out, nxt[:, None]], dim=1)  # (B, t + 1)
-            done = done | (nxt == eos_id)
-            if bool(done.all()):
-                break
-    return out
+        memory = model.encode(src_ids, src_padding).output  # (B, S, D)
+        prefix = {"tokens": None}  # the target decoded so far, BOS first
+
+        def step(feed: Tensor) -> Tensor:
+            """Append ``feed`` to the prefix, decode the whole prefix again; last logits ``(B, V)``."""
+            done = prefix["tokens"]
+            out = feed if done is None else torch.cat([done, feed], dim=1)  # (B, t)
+            prefix["tokens"] = out
+            return model.decode(out, memory, src_padding).output[:, -1]  # (B, V)
+
+        # (B, 1): every target starts with BOS
+        bos = torch.full((src_ids.shape[0], 1), bos_id, dtype=torch.long, device=src_ids.device)
+        return decode(step, bos, max_len, temperature=0.0, eos_id=eos_id)

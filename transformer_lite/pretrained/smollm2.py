@@ -276,7 +276,7 @@ def load_smollm2(
             (False). Both give the same model.
 
     Returns:
-        ``(model, tokenizer)``: ``model(input_ids (B, L))`` gives logits ``(B, L, 49152)``;
+        ``(model, tokenizer)``: ``model(input_ids (B, L)).logits`` is ``(B, L, 49152)``;
         ``model.generate`` as in :meth:`DecoderOnlyTransformer.generate`; the tokenizer is a
         :class:`BPETokenizer`. About 135M parameters (540 MB in float32).
 

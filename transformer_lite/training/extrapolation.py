@@ -31,6 +31,7 @@ from torch import Tensor, nn
 from ..checks import check_int_at_least, check_positions, check_positive_int, check_token_ids
 from ..models.decoder_only import DecoderOnlyConfig, DecoderOnlyTransformer
 from ..nn.relative_position import alibi_bias
+from ..outputs import ModelOutput
 
 __all__ = [
     "SCHEMES",
@@ -98,8 +99,9 @@ class PositionSchemeTransformer(DecoderOnlyTransformer):
             if scheme == "learned":
                 nn.init.normal_(self.position_embedding.weight, std=embedding_std)
 
-    def forward(self, input_ids: Tensor) -> Tensor:
-        """Next-token logits ``(B, L, vocab_size)`` of int64 ids ``(B, L)`` (no cache).
+    def forward(self, input_ids: Tensor) -> ModelOutput:
+        """Next-token logits ``(B, L, vocab_size)`` of int64 ids ``(B, L)`` (no cache), as the
+        parent's :class:`~transformer_lite.outputs.ModelOutput` (``cache`` ``None``).
 
         Raises:
             ValueError: if ``input_ids`` is not a 2-D integer tensor with ids in
@@ -115,9 +117,13 @@ class PositionSchemeTransformer(DecoderOnlyTransformer):
         x = self.embedding_dropout(self.token_embedding(input_ids))  # (B, L, D), no position added
         # (1, H, L, L): -m_h (i - j) for j <= i, -inf above the diagonal
         bias = alibi_bias(c.n_heads, L, dtype=x.dtype, device=x.device)
+        attentions = []
         for block in self.blocks:
-            x, _ = block(x, attn_mask=bias)  # (B, L, D); the causal mask is inside the bias
-        return self.lm_head(self.final_norm(x))  # (B, L, V)
+            # (B, L, D), (B, H, L, L); the causal mask is inside the bias
+            x, weights, _ = block(x, attn_mask=bias)
+            attentions.append(weights)
+        logits = self.lm_head(self.final_norm(x))  # (B, L, V)
+        return ModelOutput(logits, tuple(attentions), None)
 
 
 def make_recency_batch(
@@ -201,7 +207,7 @@ def train_recency(
     for _ in range(steps):
         n = int(torch.randint(min_len, max_len + 1, (1,), generator=g))
         tokens, answers = make_recency_batch(batch_size, n, g)  # (B, n), (B,)
-        logits = model(tokens)[:, -1]  # (B, V): only the last position is scored
+        logits = model(tokens).logits[:, -1]  # (B, V): only the last position is scored
         loss = torch.nn.functional.cross_entropy(logits, answers)
         optimizer.zero_grad()
         loss.backward()
@@ -241,7 +247,7 @@ def recency_accuracy(
     try:
         for n in lengths:
             tokens, answers = _eval_batch(n, n_eval, seed)  # (N, n), (N,)
-            predicted = model(tokens)[:, -1].argmax(dim=-1)  # (N,)
+            predicted = model(tokens).logits[:, -1].argmax(dim=-1)  # (N,)
             out[n] = float((predicted == answers).double().mean())
     finally:
         model.train(was_training)

@@ -444,7 +444,7 @@ def train_delayed_recall(
         tokens, answers = make_delayed_recall_batch(
             batch_size, lag, n_symbols, length, train_gen, max_prefix
         )
-        logits = model(tokens)[:, -1]  # (B, V): only the last position is scored
+        logits = model(tokens).logits[:, -1]  # (B, V): only the last position is scored
         loss = torch.nn.functional.cross_entropy(logits, answers)
         optimizer.zero_grad()
         loss.backward()
@@ -455,7 +455,7 @@ def train_delayed_recall(
     if max_prefix == 0:  # one fixed length (the original task, computed as it always was)
         tokens, answers = make_delayed_recall_batch(n_eval, lag, n_symbols, length, eval_gen)
         with torch.no_grad():
-            predicted = model(tokens)[:, -1].argmax(dim=-1)  # (n_eval,)
+            predicted = model(tokens).logits[:, -1].argmax(dim=-1)  # (n_eval,)
         return float((predicted == answers).float().mean())
     correct = 0
     with torch.no_grad():
@@ -463,6 +463,6 @@ def train_delayed_recall(
             tokens, answers = make_delayed_recall_batch(
                 count, lag, n_symbols, eval_length, eval_gen
             )
-            predicted = model(tokens)[:, -1].argmax(dim=-1)  # (count,)
+            predicted = model(tokens).logits[:, -1].argmax(dim=-1)  # (count,)
             correct += int((predicted == answers).sum())
     return correct / n_eval

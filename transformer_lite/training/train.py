@@ -34,7 +34,7 @@ from tqdm import tqdm  # a text bar on stderr, the same in a terminal and in Jup
 
 from ..checks import check_positive_int, eval_mode
 from ..models.decoder_only import DecoderOnlyConfig, DecoderOnlyTransformer
-from ..models.recurrent_lm import GRULanguageModel
+from ..models.recurrent_lm import GRUConfig, GRULanguageModel
 from .data import load_shakespeare, random_batch
 
 __all__ = [
@@ -134,7 +134,7 @@ def evaluate(model: nn.Module, ids: Tensor, cfg: TrainConfig) -> float:
     g = torch.Generator().manual_seed(cfg.seed + 1)
     with eval_mode(model):
         losses = [
-            float(lm_loss(model(x), y))
+            float(lm_loss(model(x).logits, y))
             for x, y in (
                 random_batch(ids, cfg.batch_size, cfg.context, g) for _ in range(cfg.eval_batches)
             )
@@ -184,7 +184,7 @@ def train(
         for group in optimizer.param_groups:
             group["lr"] = lr
         x, y = random_batch(train_ids, cfg.batch_size, cfg.context, batches)  # (B, L) each
-        loss = lm_loss(model(x), y)
+        loss = lm_loss(model(x).logits, y)
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         params = [p for g in optimizer.param_groups for p in g["params"]]
@@ -273,7 +273,7 @@ def load_checkpoint(path: str | Path) -> tuple[nn.Module, dict]:
     if meta["model"] == "transformer":
         model = DecoderOnlyTransformer(DecoderOnlyConfig(**meta["config"]))
     else:
-        model = GRULanguageModel(**meta["config"])
+        model = GRULanguageModel(GRUConfig(**meta["config"]))
     load_model(model, str(path), strict=True)
     return model.eval(), meta
 
@@ -387,7 +387,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.model == "gru":
         width = args.gru_width or gru_width_matching(model.num_parameters(), V, args.n_layers)
         torch.manual_seed(args.seed)
-        model = GRULanguageModel(V, width, n_layers=args.n_layers, dropout=args.dropout)
+        model = GRULanguageModel(GRUConfig(V, width, n_layers=args.n_layers, dropout=args.dropout))
     print(
         f"{args.model}: {model.num_parameters():,} parameters; corpus: {len(corpus.train_ids):,} training and "
         f"{len(corpus.val_ids):,} validation characters, {V} symbols"
@@ -404,7 +404,7 @@ def main(argv: list[str] | None = None) -> int:
     sample = corpus.vocab.decode(
         model.generate(
             prompt, args.sample_length, temperature=args.temperature, generator=generator, **kwargs
-        )[0]
+        ).tokens[0]
     )
     args.out_dir.mkdir(parents=True, exist_ok=True)
     save_checkpoint(
