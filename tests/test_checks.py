@@ -185,6 +185,27 @@ def _models():
             {"src_padding": torch.tensor([[1, 1, 0]])},
         ),
         "mha-float-mask": (tl.MultiHeadAttention(8, 2), (x, x, x), {"attn_mask": float_mask}),
+        "gqa-rotary-cache": (
+            tl.MultiHeadAttention(8, 2, 1, rotary=tl.RotaryEmbedding(4)),
+            (x,),
+            {
+                "cache": tl.KeyValue(torch.randn(2, 1, 4, 4), torch.randn(2, 1, 4, 4)),
+                "is_causal": True,
+            },
+        ),
+        "block-cache": (
+            tl.TransformerBlock(8, 2, 16, n_kv_heads=1, norm_first=True),
+            (x,),
+            {
+                "cache": tl.KeyValue(torch.randn(2, 1, 4, 4), torch.randn(2, 1, 4, 4)),
+                "is_causal": True,
+            },
+        ),
+        "decoder-block": (
+            tl.DecoderBlock(8, 2, 16),
+            (x, torch.randn(2, 5, 8)),
+            {"memory_mask": tl.padding_mask(torch.tensor([[1, 1, 1, 1, 1], [1, 1, 1, 0, 0]]))},
+        ),
     }
 
 

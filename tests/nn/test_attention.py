@@ -311,8 +311,6 @@ def test_mha_padding_mask_matches_torch_key_padding_mask(self_attention):
     assert (weights[pad_keys] == 0).all()
 
 
-
-
 # --------------------------------------------------------------------------- 4. numerics
 
 
@@ -687,7 +685,3 @@ def test_mha_rejects_mask_that_does_not_broadcast():
     with pytest.raises(ValueError, match=r"received \(2, 3\)"):
         # a (B, S) marker is not an (L, S) mask
         mha(x, x, x, attn_mask=torch.ones(2, 3, dtype=torch.bool))
-
-
-
-

@@ -13,7 +13,6 @@ of the two norm orders.
 
 import pytest
 import torch
-from torch import nn
 
 from tests.conftest import (
     ACTIVATIONS,
@@ -105,8 +104,6 @@ def test_block_matches_torch_fast_path_under_no_grad(norm_first):
     close(y[real], y_t[real], atol=1e-10)
 
 
-
-
 def test_block_norm_orders_written_out():
     """Post-norm: x = norm1(x + attn(x)); x = norm2(x + ff(x)). Pre-norm: x = x + attn(norm1(x)); x = x + ff(norm2(x))."""
     x = rand(2, 4, D, seed=4)
@@ -167,19 +164,6 @@ def test_block_dropout_train_differs_from_eval():
     assert not torch.allclose(y_train, y_eval)
     blk0 = TransformerBlock(D, H, D_FF, dropout=0.0).to(F64)
     assert torch.equal(blk0.train()(x)[0], blk0.eval()(x)[0])
-
-
-# Both blocks read a torch layer through one helper; each error is checked for both.
-TWINS = {
-    "encoder": (TransformerBlock, nn.TransformerEncoderLayer, nn.TransformerDecoderLayer),
-    "decoder": (DecoderBlock, nn.TransformerDecoderLayer, nn.TransformerEncoderLayer),
-}
-
-
-
-
-
-
 
 
 def test_block_rejects_bad_input_shape():

@@ -116,8 +116,6 @@ def test_is_causal_flag_equals_explicit_mask_and_torch(norm_first):
     assert (sw_flag[..., ~causal_mask(L)] == 0).all()
 
 
-
-
 def test_norm_orders_written_out():
     """Post-norm: x = n1(x + sa(x)); x = n2(x + ca(x, m)); x = n3(x + ff(x)). Pre-norm: x = x + sa(n1 x); ..."""
     x, mem = rand(2, 4, D, seed=5), rand(2, 3, D, seed=6)

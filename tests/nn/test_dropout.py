@@ -24,7 +24,6 @@ from torch import nn
 
 import transformer_lite as tl
 from transformer_lite import TransformerBlock
-from transformer_lite.chapters.depth import EncoderTagger, with_norm_first
 
 P = 0.3
 
@@ -148,19 +147,27 @@ def test_property_eval_output_does_not_depend_on_p(p, B, L, norm_first):
     assert torch.equal(block(x)[0], reference(x)[0])
 
 
+def _tagger(dropout=0.0):
+    return tl.EncoderTagger(
+        tl.TaggerConfig(
+            vocab_size=6, n_classes=9, n_layers=2, d_model=8, n_heads=2, d_ff=16, dropout=dropout
+        )
+    )
+
+
 def test_encoder_tagger_dropout():
-    model = EncoderTagger(6, 9, 2, d_model=8, n_heads=2, d_ff=16, dropout=P)
+    model = _tagger(dropout=P)
     assert all(
         block.dropout1.p == P and block.ff.dropout.p == P and block.self_attn.dropout == P
         for block in model.encoder.layers
     )
-    assert with_norm_first(model).encoder.layers[0].dropout2.p == P
+    assert tl.with_norm_first(model).encoder.layers[0].dropout2.p == P
     ids = torch.randint(0, 6, (2, 5), generator=torch.Generator().manual_seed(0))
-    plain = EncoderTagger(6, 9, 2, d_model=8, n_heads=2, d_ff=16)
+    plain = _tagger()
     plain.load_state_dict(model.state_dict())
-    assert torch.equal(model.eval()(ids), plain.eval()(ids))
+    assert torch.equal(model.eval()(ids).logits, plain.eval()(ids).logits)
     with pytest.raises(ValueError, match="dropout probability 0 <= p < 1"):
-        EncoderTagger(6, 9, 2, d_model=8, n_heads=2, d_ff=16, dropout=1.0)
+        _tagger(dropout=1.0)
 
 
 @pytest.mark.parametrize(
@@ -168,7 +175,7 @@ def test_encoder_tagger_dropout():
     [
         lambda p: tl.PositionwiseFeedForward(8, 16, dropout=p),
         lambda p: tl.SwiGLUFeedForward(8, 16, dropout=p),
-        lambda p: tl.GRULanguageModel(10, 8, dropout=p),
+        lambda p: tl.GRULanguageModel(tl.GRUConfig(vocab_size=10, d_model=8, dropout=p)),
         lambda p: tl.MultiHeadAttention(8, 2, dropout=p),
         lambda p: tl.MultiHeadAttention(8, 2, 1, dropout=p, bias=False),
     ],

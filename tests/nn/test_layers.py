@@ -60,8 +60,6 @@ def test_layernorm_matches_torch(eps, shape):
     close(ours(x), theirs(x))
 
 
-
-
 def test_layernorm_small_eps_on_nearly_constant_input_matches_torch():
     x = torch.full((2, 5), 3.0, dtype=F64) + rand(2, 5, seed=4) * 1e-4
     theirs = nn.LayerNorm(5, eps=1e-12, dtype=F64)
@@ -114,8 +112,6 @@ def test_layernorm_rejects_wrong_last_dim():
 def test_layernorm_constructor_errors(args, pattern):
     with pytest.raises(ValueError, match=pattern):
         LayerNorm(*args)
-
-
 
 
 # --------------------------------------------------------------------------- PositionwiseFeedForward

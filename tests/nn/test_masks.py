@@ -9,7 +9,7 @@ plain Python loops.
 import pytest
 import torch
 
-from transformer_lite import bool_to_additive_mask, causal_mask, padding_mask
+from transformer_lite import attention_bias, bool_to_additive_mask, causal_mask, padding_mask
 
 T, F_ = True, False
 
@@ -131,3 +131,41 @@ def test_bool_to_additive_mask_rejects_integer_dtype():
         match=r"expected a bool mask and a floating dtype, received a mask of dtype torch.bool and dtype torch.int64",
     ):
         bool_to_additive_mask(torch.ones(2, 2, dtype=torch.bool), dtype=torch.int64)
+
+
+# --------------------------------------------------------------------------- attention_bias
+
+
+def _additive_by_hand(allowed):
+    """0 where allowed, -inf elsewhere, element by element (no mask helper of the package)."""
+    return torch.tensor(
+        [0.0 if a else float("-inf") for a in allowed.flatten().tolist()], dtype=torch.float64
+    ).reshape(allowed.shape)
+
+
+def test_attention_bias_nothing_masked_is_none():
+    assert attention_bias(None, False, 4, 4, dtype=torch.float32) is None
+    # a single query is the last position: it sees every key, so causal masks nothing
+    assert attention_bias(None, True, 1, 6, dtype=torch.float32) is None
+
+
+@pytest.mark.parametrize("L, S", [(3, 3), (2, 5), (4, 2)])
+def test_attention_bias_causal_is_bottom_right_by_hand(L, S):
+    # query i sits at absolute position S - L + i and may see keys j <= S - L + i
+    allowed = torch.tensor([[j <= S - L + i for j in range(S)] for i in range(L)])
+    got = attention_bias(None, True, L, S, dtype=torch.float64)
+    assert got.dtype == torch.float64 and torch.equal(got, _additive_by_hand(allowed))
+
+
+def test_attention_bias_bool_and_float_masks_combined_with_causal():
+    gen = torch.Generator().manual_seed(0)
+    mask = torch.rand(2, 3, 4, generator=gen) > 0.3  # (B, L, S), one per sequence
+    causal = torch.tensor([[j <= 1 + i for j in range(4)] for i in range(3)])
+    got = attention_bias(mask, True, 3, 4, dtype=torch.float64, heads=True)
+    assert got.shape == (2, 1, 3, 4)  # the head axis added: the same mask for every head
+    assert torch.equal(got[:, 0], _additive_by_hand(mask & causal))
+    plain = attention_bias(mask, False, 3, 4, dtype=torch.float64)  # no head axis: as given
+    assert plain.shape == (2, 3, 4) and torch.equal(plain, _additive_by_hand(mask))
+    flt = torch.randn(1, 2, 3, 4, generator=gen)  # float: added as given, cast to the dtype
+    got = attention_bias(flt, True, 3, 4, dtype=torch.float64, heads=True)
+    assert torch.equal(got, flt.double() + _additive_by_hand(causal))

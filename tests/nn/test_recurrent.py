@@ -177,8 +177,6 @@ def test_default_initialisation_uses_torch_bounds():
     assert GRU(3, 16).weight_ih.shape == (48, 3) and RNN(3, 16).weight_hh.shape == (16, 16)
 
 
-
-
 # --------------------------------------------------------------------------- 3. structure
 
 
@@ -269,5 +267,3 @@ def test_forward_errors_name_expected_and_received_shapes(cls):
         model(torch.zeros(2, 5, 3), torch.zeros(1, 2, 4))  # torch's (num_layers, B, H) layout
     with pytest.raises(ValueError, match="h0.*torch.float64"):
         model(torch.zeros(2, 5, 3), torch.zeros(2, 4, dtype=F64))
-
-

@@ -49,8 +49,6 @@ def test_matches_torch_rmsnorm(eps):
     torch.testing.assert_close(ours(x), ref(x), atol=1e-13, rtol=1e-12)
 
 
-
-
 def test_equals_layernorm_on_zero_mean_features():
     x = torch.randn(6, 10, dtype=F64)
     x = x - x.mean(dim=-1, keepdim=True)  # zero mean: variance == mean square
