@@ -91,6 +91,18 @@ def check_tensor(value, name: str, shape: tuple, case: str) -> None:
         )
 
 
+def check_cached_result(out, w, present, w_shape: tuple, out_shape: tuple, case: str) -> None:
+    """A cached attention's ``(output, weights, (keys, values))``: the weights and the output of the
+    expected shapes, and a pair as the third result."""
+    check_tensor(w, "weights", w_shape, case)
+    check_tensor(out, "output", out_shape, case)
+    if not isinstance(present, tuple) or len(present) != 2:
+        raise AssertionError(
+            f"for {case}: expected (keys, values) as the third result, received "
+            f"{type(present).__name__}"
+        )
+
+
 def load_reference(student, ref, owner: str, names: str):
     """Copy ``ref``'s weights into ``student`` (both float64); an AssertionError naming the expected submodules."""
     try:

@@ -270,13 +270,7 @@ def _check_csa_shapes(result, B, H, L, S_past, D, case: str) -> None:
             f"wrong weights for {case}: shape {tuple(w.shape)}, the new positions only. Likely "
             f"mistake: {_NOT_READ}"
         )
-    checking.check_tensor(w, "weights", (B, H, L, S), case)
-    checking.check_tensor(out, "output", (B, L, D), case)
-    if not isinstance(present, tuple) or len(present) != 2:
-        raise AssertionError(
-            f"for {case}: expected (keys, values) as the third result, received "
-            f"{type(present).__name__}"
-        )
+    checking.check_cached_result(out, w, present, (B, H, L, S), (B, L, D), case)
     for what, t in zip(("keys", "values"), present):
         shape = tuple(t.shape) if isinstance(t, Tensor) else None
         mistake = None

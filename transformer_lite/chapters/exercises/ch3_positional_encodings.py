@@ -475,13 +475,7 @@ def check_rotary_attention_module(cls) -> None:
                     f"tl.MultiHeadAttention returns, received {type(result).__name__}"
                 )
             out, w, present = result
-            checking.check_tensor(w, "weights", (B, H, L, S), case)
-            checking.check_tensor(out, "output", (B, L, D), case)
-            if not isinstance(present, tuple) or len(present) != 2:
-                raise AssertionError(
-                    f"for {case}: expected (keys, values) as the third result, received "
-                    f"{type(present).__name__}"
-                )
+            checking.check_cached_result(out, w, present, (B, H, L, S), (B, L, D), case)
             ref_out, ref_w, (ref_k, ref_v) = ref(x, cache=past, **kwargs)
             variants = {
                 msg: _rope_variant(ref, x, past, mask, is_causal, v)
