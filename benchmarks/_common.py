@@ -8,6 +8,8 @@ Import from a script run as ``python benchmarks/<script>.py`` after putting the 
 
 from __future__ import annotations
 
+import argparse
+import json
 import os
 import platform
 import resource
@@ -229,3 +231,26 @@ def fmt_ratio(value: float | None, span: tuple[float, float] | None = None, digi
 def median_ms(times: list[float]) -> float:
     """The median of wall times in seconds, in milliseconds."""
     return 1e3 * statistics.median(times)
+
+
+# --------------------------------------------------------------------------- command line and results
+
+
+def add_run_options(parser: argparse.ArgumentParser, out: Path) -> None:
+    """``--repeats`` (calls per process), ``--rounds`` (fresh processes per case), ``--out`` (the
+    stem of the ``.json`` and ``.md`` results) and ``--from-json``."""
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--rounds", type=int, default=3, help="fresh processes per case")
+    parser.add_argument("--out", type=Path, default=out)
+    parser.add_argument(
+        "--from-json",
+        action="store_true",
+        help="do not measure: rewrite the .md from the .json of --out",
+    )
+
+
+def redraw_md(out: Path, write_md: Callable, results: str) -> None:
+    """``--from-json``: write ``out.md`` again from what a run stored in ``out.json`` (its ``info``
+    and its ``results`` entry), measuring nothing."""
+    data = json.loads(out.with_suffix(".json").read_text())
+    write_md(out.with_suffix(".md"), data["info"], data[results])

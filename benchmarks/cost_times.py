@@ -32,6 +32,7 @@ from pathlib import Path
 # this checkout's package and benchmarks/_common.py
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from benchmarks import _common
 from benchmarks._common import child_env, fmt_ms, interleaved_calls, load, machine, machine_line
 
 HERE = Path(__file__).resolve().parent
@@ -152,8 +153,7 @@ def main(argv=None) -> None:
         print(json.dumps(child(args.repeats)))
         return
     if args.from_json:
-        data = json.loads(args.out.with_suffix(".json").read_text())
-        write_md(args.out.with_suffix(".md"), data["info"], data["rounds"])
+        _common.redraw_md(args.out, write_md, "rounds")
         return
     start, load_before = time.time(), load()
     rounds = []

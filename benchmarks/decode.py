@@ -209,10 +209,10 @@ def step_variants_ours(model, ids: torch.Tensor, n: int) -> dict:
 
     def cached():
         cache.layers = list(prefix)  # back to n-1 cached positions (the step appends the n-th)
-        return model(last, cache=cache)[:, -1]  # (1, V)
+        return model(last, cache=cache).logits[:, -1]  # (1, V)
 
     def full():
-        return model(ids[:, :n])[:, -1]  # (1, V)
+        return model(ids[:, :n]).logits[:, -1]  # (1, V)
 
     return {"cached": cached, "full": full}
 
@@ -246,7 +246,7 @@ def generate_variants(ours, hf, prompt: torch.Tensor, n_new: int, eos_id: int) -
     P = prompt.shape[1]
 
     def ours_generate():
-        return ours.generate(prompt, n_new, temperature=0.0)[0, P:]
+        return ours.generate(prompt, n_new, temperature=0.0).tokens[0, P:]
 
     def hf_generate():
         out = hf.generate(
@@ -261,11 +261,11 @@ def generate_variants(ours, hf, prompt: torch.Tensor, n_new: int, eos_id: int) -
 
     def ours_loop():
         cache, tokens = tl.KVCache(), []
-        logits = ours(prompt, cache=cache)[:, -1]  # (1, V)
+        logits = ours(prompt, cache=cache).logits[:, -1]  # (1, V)
         for i in range(n_new):
             tokens.append(logits.argmax(dim=-1, keepdim=True))  # (1, 1)
             if i + 1 < n_new:
-                logits = ours(tokens[-1], cache=cache)[:, -1]
+                logits = ours(tokens[-1], cache=cache).logits[:, -1]
         return torch.cat(tokens, dim=1)[0]
 
     def hf_loop():

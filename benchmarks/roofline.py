@@ -48,6 +48,7 @@ from pathlib import Path
 # this checkout's package and benchmarks/_common.py
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from benchmarks import _common
 from benchmarks._common import (
     MIB,
     child_env,
@@ -194,8 +195,7 @@ def main(argv=None) -> None:
         print(json.dumps(child(args)))
         return
     if args.from_json:
-        data = json.loads(args.out.with_suffix(".json").read_text())
-        write_md(args.out.with_suffix(".md"), data["info"], data["rounds"])
+        _common.redraw_md(args.out, write_md, "rounds")
         return
     start, load_before = time.time(), load()
     passed = [a for a in sys.argv[1:] if a != "--child"]

@@ -37,6 +37,7 @@ from pathlib import Path
 # this checkout's package and benchmarks/_common.py
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from benchmarks import _common
 from benchmarks._common import child_env, interleaved_calls, load, machine, machine_line
 
 HERE = Path(__file__).resolve().parent
@@ -90,23 +91,15 @@ def child(part: str, L: int, repeats: int) -> dict:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--repeats", type=int, default=5)
-    parser.add_argument("--rounds", type=int, default=3, help="fresh processes per case")
     parser.add_argument("--child", nargs=2, help=argparse.SUPPRESS)
-    parser.add_argument("--out", type=Path, default=HERE / "tiled_vs_direct")
-    parser.add_argument(
-        "--from-json",
-        action="store_true",
-        help="do not measure: rewrite the .md from the .json of --out",
-    )
+    _common.add_run_options(parser, HERE / "tiled_vs_direct")
     args = parser.parse_args()
     if args.child:
         part, L = args.child
         print(json.dumps(child(part, int(L), args.repeats)))
         return
     if args.from_json:
-        data = json.loads(args.out.with_suffix(".json").read_text())
-        write_md(args.out.with_suffix(".md"), data["info"], data["runs"])
+        _common.redraw_md(args.out, write_md, "runs")
         return
     start = time.time()
     runs = []

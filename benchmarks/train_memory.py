@@ -43,6 +43,7 @@ from pathlib import Path
 # this checkout's package and benchmarks/_common.py
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from benchmarks import _common
 from benchmarks._common import MIB, child_env, fmt_mib, load, machine, machine_line, quiet_stderr
 
 HERE = Path(__file__).resolve().parent
@@ -174,8 +175,7 @@ def main(argv=None) -> None:
         print(json.dumps(child(method, int(L), measure, args.block)))
         return
     if args.from_json:
-        data = json.loads(args.out.with_suffix(".json").read_text())
-        write_md(args.out.with_suffix(".md"), data["info"], data["rows"])
+        _common.redraw_md(args.out, write_md, "rows")
         return
     start, load_before = time.time(), load()
     rows = []

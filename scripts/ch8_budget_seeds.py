@@ -24,12 +24,11 @@ seconds it took. Usage (about 75 s per 500-step run on one core of an idle machi
 
 from __future__ import annotations
 
-import argparse
 import json
 import subprocess
 from pathlib import Path
 
-from lr_sweep import CHECKPOINTS, MODELS, ROOT, SHIPPED, command
+from lr_sweep import CHECKPOINTS, MODELS, ROOT, SHIPPED, command, runs_parser
 from tqdm import tqdm
 
 LR = "1e-2"  # the chapter's peak learning rate
@@ -61,15 +60,7 @@ def row(model, steps, seed, source, shown, history) -> dict:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(
-        description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    parser.add_argument(
-        "--runs", type=Path, default=ROOT / "runs" / "ch8_budget_seeds", help="one folder per run"
-    )
-    parser.add_argument(
-        "--checkpoints", type=Path, default=CHECKPOINTS, help="where the summary goes"
-    )
+    parser = runs_parser(__doc__, "ch8_budget_seeds", "where the summary goes")
     args = parser.parse_args(argv)
     args.checkpoints.mkdir(parents=True, exist_ok=True)
 

@@ -46,7 +46,6 @@ submission.
 
 from __future__ import annotations
 
-import argparse
 import ast
 import importlib.util
 import re
@@ -264,13 +263,7 @@ def course_notebook(
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument(
-        "--source", type=Path, default=Path("notebooks"), help="folder of chapter notebooks"
-    )
-    parser.add_argument(
-        "--output", type=Path, default=Path("course"), help="course folder to write"
-    )
+    parser = edition.notebooks_parser(__doc__, "course", "course folder to write")
     parser.add_argument(
         "--chapters", nargs="*", help="chapter stems to export (e.g. 02_causal_masks); default all"
     )

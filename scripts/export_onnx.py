@@ -42,46 +42,33 @@ from pathlib import Path
 import torch
 from torch import Tensor, nn
 
+from transformer_lite.pretrained.minilm import load_minilm, minilm_dir
+from transformer_lite.training.train import load_checkpoint
+
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_CHECKPOINT = ROOT / "checkpoints" / "ch8_transformer.safetensors"
 OPSET = 18  # the lowest the exporter's onnxscript functions (torchlib) are written for
 MINILM_FILES = ("tokenizer.json", "tokenizer_config.json")
 
 
-def _tl():
-    import transformer_lite as tl
-
-    return tl
-
-
-def load_checkpoint(path: str | Path):
-    """``tl.load_checkpoint`` (public name), wherever the package defines it. Returns ``(model, metadata)``."""
-    tl = _tl()
-    fn = getattr(tl, "load_checkpoint", None)
-    if fn is None:  # before the package exports it at the top level
-        from transformer_lite.training.train import load_checkpoint as fn
-    return fn(path)
-
-
 class AttentionOutputs(nn.Module):
-    """Wrap a model returning ``(out, tuple of n_layers (B, H, L, S) weights)`` so that the attention
-    weights leave the graph as one tensor ``(B, n_layers, H, L, S)``.
+    """Wrap a model whose result holds its main output first and ``attentions`` (a tuple of
+    n_layers ``(B, H, L, S)`` weights), so that the weights leave the graph as one tensor
+    ``(B, n_layers, H, L, S)``.
 
     Args:
-        model: a ``tl.BertEncoder`` (returns ``(hidden, attentions)``) or a ``tl.DecoderOnlyTransformer``
-            (called with ``return_attentions=True``, returns ``(logits, attentions)``).
+        model: a ``tl.BertEncoder`` (returns ``EncoderOutput(output, attentions)``) or a
+            ``tl.DecoderOnlyTransformer`` (returns ``ModelOutput(logits, attentions, cache)``).
     """
 
     def __init__(self, model: nn.Module) -> None:
         super().__init__()
         self.model = model
-        self.decoder = hasattr(model, "generate")
 
     def forward(self, input_ids: Tensor) -> tuple[Tensor, Tensor]:
-        out, attentions = (
-            self.model(input_ids, return_attentions=True) if self.decoder else self.model(input_ids)
-        )
-        return out, torch.stack(attentions, dim=1)  # (B, L, D or V), (B, n_layers, H, L, L)
+        result = self.model(input_ids)
+        # (B, L, D or V), (B, n_layers, H, L, L)
+        return result[0], torch.stack(result.attentions, dim=1)
 
 
 def _export(
@@ -109,8 +96,7 @@ def _export(
 
 def export_minilm(out_dir: Path) -> dict:
     """Write ``minilm.onnx`` and copy the tokenizer files into ``out_dir``; return the manifest entry."""
-    tl = _tl()
-    encoder, tokenizer = tl.load_minilm()
+    encoder, tokenizer = load_minilm()
     # (1, 13)
     example = torch.tensor([tokenizer.encode("The cat sat on the mat because it was tired.")])
     path = out_dir / "minilm.onnx"
@@ -169,11 +155,7 @@ def export_charlm(checkpoint: Path, out_dir: Path) -> dict:
 
 def minilm_folder() -> Path:
     """The installed all-MiniLM-L6-v2 folder (``model.safetensors``, ``tokenizer.json``, ...)."""
-    tl = _tl()
-    fn = getattr(tl, "minilm_dir", None)
-    if fn is None:
-        from transformer_lite.pretrained.minilm import minilm_dir as fn
-    return fn()
+    return minilm_dir()
 
 
 def _sha256(path: Path) -> str:

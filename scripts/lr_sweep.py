@@ -83,19 +83,21 @@ def run_all(keys: list[tuple[str, str, int]], runs: Path, jobs: int, desc: str) 
             future.result()
 
 
-def main(argv: list[str] | None = None) -> None:
+def runs_parser(doc: str, runs: str, checkpoints_help: str) -> argparse.ArgumentParser:
+    """The options of the chapter-8 run scripts: ``--runs`` (one folder per run, under ``runs/``)
+    and ``--checkpoints`` (where their summaries go); ``doc`` is the script's docstring."""
     parser = argparse.ArgumentParser(
-        description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
+        description=doc.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument(
-        "--runs", type=Path, default=ROOT / "runs" / "ch8_lr_sweep", help="one folder per run"
+        "--runs", type=Path, default=ROOT / "runs" / runs, help="one folder per run"
     )
-    parser.add_argument(
-        "--checkpoints",
-        type=Path,
-        default=CHECKPOINTS,
-        help="where the summary and seed-0 files go",
-    )
+    parser.add_argument("--checkpoints", type=Path, default=CHECKPOINTS, help=checkpoints_help)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = runs_parser(__doc__, "ch8_lr_sweep", "where the summary and seed-0 files go")
     parser.add_argument("--jobs", type=int, default=2, help="runs at once (one thread each)")
     args = parser.parse_args(argv)
     args.checkpoints.mkdir(parents=True, exist_ok=True)

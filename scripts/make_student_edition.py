@@ -231,15 +231,19 @@ def chapter_number(path: Path) -> int:
     return int(path.name.split("_", 1)[0])
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def notebooks_parser(doc: str, output: str, output_help: str) -> argparse.ArgumentParser:
+    """The options of the scripts that write an edition of the chapters: ``--source`` (the chapter
+    notebooks) and ``--output``; ``doc`` is the script's docstring."""
+    parser = argparse.ArgumentParser(description=doc.split("\n\n")[0])
     parser.add_argument(
         "--source", type=Path, default=Path("notebooks"), help="folder of chapter notebooks"
     )
-    parser.add_argument(
-        "--output", type=Path, default=Path("student_edition"), help="folder to write"
-    )
-    args = parser.parse_args()
+    parser.add_argument("--output", type=Path, default=Path(output), help=output_help)
+    return parser
+
+
+def main() -> None:
+    args = notebooks_parser(__doc__, "student_edition", "folder to write").parse_args()
     args.output.mkdir(parents=True, exist_ok=True)
     paths = sorted(args.source.glob("*.ipynb"))
     chapters = {path: nbformat.read(path, as_version=4) for path in paths}

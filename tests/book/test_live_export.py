@@ -130,7 +130,7 @@ def test_char_graph_equals_the_model_on_padded_input(exported, char_checkpoint):
         padded[:, :L] = ids
         with torch.no_grad():
             # (1, L, V), n_layers x (1, H, L, L)
-            logits, attentions = model(ids, return_attentions=True)
+            logits, attentions, _ = model(ids)
         o_logits, o_att = session.run(["logits", "attentions"], {"input_ids": padded.numpy()})
         np.testing.assert_allclose(o_logits[:, :L], logits.numpy(), rtol=0, atol=TOL)
         A = torch.stack(attentions, dim=1).numpy()
@@ -147,9 +147,8 @@ def test_char_graph_greedy_generation_equals_generate(exported, char_checkpoint)
     vocab = meta["vocab"]
     prompt = [vocab.index(c) for c in "ROMEO\n" if c in vocab] or [0]
     n_new = min(20, model.config.max_len - len(prompt) + 1)
-    expected = model.generate(torch.tensor([prompt]), n_new, temperature=0.0)[
-        0, len(prompt) :
-    ].tolist()
+    generated = model.generate(torch.tensor([prompt]), n_new, temperature=0.0).tokens
+    expected = generated[0, len(prompt) :].tolist()
     ids = list(prompt)
     for _ in range(n_new):
         window = ids[-entry["fixed_len"] :]

@@ -10,6 +10,7 @@ The README's layout table must name every module of the package's subpackages.
 
 from __future__ import annotations
 
+import ast
 import re
 import shutil
 import subprocess
@@ -57,3 +58,28 @@ def test_readme_layout_lists_every_module(package):
     present = {p.name for p in (ROOT / "transformer_lite" / package).glob("*.py")}
     present.discard("__init__.py")
     assert listed == present, f"README lists {sorted(listed)}, the folder has {sorted(present)}"
+
+
+def test_no_module_imports_a_private_name_of_another():
+    """No ``from .x import _y`` in the package: a name another module needs is not private (a
+    module's own leading underscore, as in ``exercises/_checking.py``, says the module is internal,
+    and its siblings may import the module itself: ``from . import _checking``)."""
+    found = []
+    for path in sorted((ROOT / "transformer_lite").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if not (isinstance(node, ast.ImportFrom) and node.level > 0):
+                continue
+            base = path.parents[node.level - 1].joinpath(*(node.module or "").split("."))
+            private = [
+                a.name
+                for a in node.names
+                if a.name.startswith("_")
+                and not (base / f"{a.name}.py").is_file()
+                and not (base / a.name).is_dir()
+            ]
+            if private:
+                where = path.relative_to(ROOT)
+                found.append(
+                    f"{where}:{node.lineno} {'.' * node.level}{node.module or ''} {private}"
+                )
+    assert not found, "private names imported across modules:\n" + "\n".join(found)

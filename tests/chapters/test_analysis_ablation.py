@@ -41,16 +41,16 @@ def ids():
 def test_zero_ablation_equals_zeroed_weight_columns(model):
     heads = [(0, 1), (2, 3), (2, 0)]
     with analysis.ablate_heads(model, heads):
-        ablated = model(ids())
+        ablated = model(ids()).logits
     oracle = copy.deepcopy(model)
     d = oracle.blocks[0].self_attn.d_head
     with torch.no_grad():
         for layer, head in heads:
             oracle.blocks[layer].self_attn.out_proj.weight[:, head * d : (head + 1) * d] = 0
-    torch.testing.assert_close(ablated, oracle(ids()), rtol=0, atol=1e-12)
+    torch.testing.assert_close(ablated, oracle(ids()).logits, rtol=0, atol=1e-12)
     # the hooks are gone afterwards, and the ablation changed something
-    torch.testing.assert_close(model(ids()), copy.deepcopy(model)(ids()))
-    assert (model(ids()) - ablated).abs().max() > 1e-5
+    torch.testing.assert_close(model(ids()).logits, copy.deepcopy(model)(ids()).logits)
+    assert (model(ids()).logits - ablated).abs().max() > 1e-5
 
 
 def test_mean_ablation_equals_bias_shift(model):
@@ -59,7 +59,7 @@ def test_mean_ablation_equals_bias_shift(model):
     assert means.shape == (3, 4, 6)
     heads = [(1, 2), (0, 0)]
     with analysis.ablate_heads(model, heads, means=means):
-        ablated = model(ids())
+        ablated = model(ids()).logits
     oracle = copy.deepcopy(model)
     d = 6
     with torch.no_grad():
@@ -68,7 +68,7 @@ def test_mean_ablation_equals_bias_shift(model):
             cols = slice(head * d, (head + 1) * d)
             proj.bias += proj.weight[:, cols] @ means[layer, head]
             proj.weight[:, cols] = 0
-    torch.testing.assert_close(ablated, oracle(ids()), rtol=0, atol=1e-12)
+    torch.testing.assert_close(ablated, oracle(ids()).logits, rtol=0, atol=1e-12)
 
 
 def test_head_outputs_mean_matches_sublayer_output(model):
@@ -101,7 +101,7 @@ def test_evaluation_batches_are_evaluates_windows():
     batches = analysis.evaluation_batches(ids, cfg)
     assert len(batches) == 3 and batches[0][0].shape == (4, 8)
     with torch.no_grad():
-        mine = sum(float(lm_loss(model(x), y)) for x, y in batches) / len(batches)
+        mine = sum(float(lm_loss(model(x).logits, y)) for x, y in batches) / len(batches)
     assert mine == pytest.approx(evaluate(model, ids, cfg), abs=1e-7)
     # not the training batches (seed)
     other = TrainConfig(steps=1, batch_size=4, context=8, eval_batches=3, seed=4)

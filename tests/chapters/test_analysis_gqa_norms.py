@@ -21,7 +21,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from transformer_lite import GroupedQueryAttention, RotaryEmbedding, TransformerBlock
+from transformer_lite import MultiHeadAttention, RotaryEmbedding, TransformerBlock
 from transformer_lite.chapters.analysis import (
     attention_value_norms,
     norm_shares,
@@ -36,7 +36,7 @@ def _hand_module():
     Output projection W = diag(1, 2, 3, 4): head h owns column h, (h + 1) e_h.
     So for x = (1, 10, 0, 0): f_0 = 1 * e_0, f_1 = 1 * 2 e_1, f_2 = 10 * 3 e_2, f_3 = 10 * 4 e_3.
     """
-    m = GroupedQueryAttention(4, 4, n_kv_heads=2).double()
+    m = MultiHeadAttention(4, 4, n_kv_heads=2, bias=False).double()
     with torch.no_grad():
         m.v_proj.weight.copy_(torch.tensor([[1.0, 0.0, 0.0, 0.0], [0.0, 1.0, 0.0, 0.0]]))
         m.out_proj.weight.copy_(torch.diag(torch.tensor([1.0, 2.0, 3.0, 4.0])))
@@ -75,9 +75,7 @@ def test_grouped_transformed_values_rebuild_the_attention_output(
     torch.manual_seed(seed)
     n_heads = n_kv_heads * group_size
     rope = RotaryEmbedding(d_head) if rotary else None
-    m = GroupedQueryAttention(
-        n_heads * d_head, n_heads, n_kv_heads, bias=bias, rotary=rope
-    ).double()
+    m = MultiHeadAttention(n_heads * d_head, n_heads, n_kv_heads, bias=bias, rotary=rope).double()
     x = torch.randn(B, L, n_heads * d_head, dtype=torch.float64)
     with torch.no_grad():
         out, w, _ = m(x, is_causal=True)  # (B, L, D), (B, H, L, L)
@@ -90,7 +88,7 @@ def test_grouped_transformed_values_rebuild_the_attention_output(
 
 def test_grouped_transformed_values_are_the_gradient_of_the_output_by_each_weight():
     torch.manual_seed(0)
-    m = GroupedQueryAttention(12, 6, n_kv_heads=2).double()
+    m = MultiHeadAttention(12, 6, n_kv_heads=2, bias=False).double()
     x = torch.randn(1, 5, 12, dtype=torch.float64)
     u = torch.randn(12, dtype=torch.float64)
     with torch.no_grad():
@@ -121,7 +119,7 @@ def test_attention_value_norms_read_a_grouped_query_block():
     x = torch.randn(2, 5, 8, dtype=torch.float64)
     with torch.no_grad():
         weights, norms = attention_value_norms(block, x, is_causal=True)
-        _, expected_w = block(x, is_causal=True)
+        _, expected_w, _ = block(x, is_causal=True)
         expected_norms = transformed_values(block.self_attn, block.norm1(x)).norm(dim=-1)
     assert len(weights) == len(norms) == 1
     torch.testing.assert_close(weights[0], expected_w)
@@ -135,10 +133,10 @@ def test_attention_value_norms_read_a_grouped_query_block():
 
 def test_attention_value_norms_refuse_cached_keys_and_values():
     torch.manual_seed(0)
-    m = GroupedQueryAttention(4, 2, n_kv_heads=1).double()
+    m = MultiHeadAttention(4, 2, n_kv_heads=1, bias=False).double()
     x = torch.randn(1, 3, 4, dtype=torch.float64)
     with torch.no_grad():
         _, _, past = m(x, is_causal=True)
-    with pytest.raises(ValueError, match="without past_kv"):
-        attention_value_norms(m, x[:, :1], past)
+    with pytest.raises(ValueError, match="without a cache"):
+        attention_value_norms(m, x[:, :1], cache=past)
     assert not m._forward_hooks  # hooks removed even so

@@ -190,7 +190,7 @@ def test_transformed_values_rebuild_the_attention_output(B, L, S, n_heads, d_hea
     query = torch.randn(B, L, n_heads * d_head, dtype=torch.float64)
     memory = torch.randn(B, S, n_heads * d_head, dtype=torch.float64)
     with torch.no_grad():
-        out, w = m(query, memory, memory)  # (B, L, D), (B, H, L, S)
+        out, w, _ = m(query, memory, memory)  # (B, L, D), (B, H, L, S)
         f = transformed_values(m, memory)  # (B, H, S, D)
     # sum over heads and keys, plus b^O
     rebuilt = torch.einsum("bhls,bhsd->bld", w, f) + m.out_proj.bias
@@ -240,7 +240,7 @@ def test_attention_value_norms_read_the_vectors_the_weights_multiply(norm_first)
     x = torch.randn(2, 4, 6, dtype=torch.float64)
     with torch.no_grad():
         weights, norms = attention_value_norms(block, x)
-        _, expected_w = block(x)
+        _, expected_w, _ = block(x)
         attended = block.norm1(x) if norm_first else x  # what self_attn receives
         expected_norms = transformed_values(block.self_attn, attended).norm(dim=-1)
     assert len(weights) == len(norms) == 1

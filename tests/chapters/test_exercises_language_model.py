@@ -302,7 +302,7 @@ def test_sample_next_token_draws_from_the_checked_distribution():
     """The package's sampler and the checked distribution agree: with top_k = 2 it never draws outside the top 2,
     and its draw frequencies match the reference probabilities (6,000 seeded draws, 4 standard errors)."""
     from transformer_lite.chapters.exercises.ch8_language_model import _temperature_top_k_probs
-    from transformer_lite.models.decoder_only import sample_next_token
+    from transformer_lite.models.generation import sample_next_token
 
     logits = torch.log(torch.tensor([[1.0, 2.0, 3.0, 4.0]], dtype=torch.float64)).float()
     want = _temperature_top_k_probs(logits, 0.5, 2)[0]  # (0, 0, 9/25, 16/25)

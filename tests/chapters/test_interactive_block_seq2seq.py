@@ -1,6 +1,7 @@
 """Figures and helpers of chapters 4 and 5: interactive.gradient_norms_depth_figure,
 interactive.cross_attention_examples_figure, viz.plot_activations, viz.plot_decoder_block,
-the depth module (EncoderTagger, with_norm_first, layer_gradient_norms) and the two explorers.
+depth.layer_gradient_norms (on models/tagger.py's EncoderTagger; with_norm_first is tested in
+tests/models/test_tagger.py) and the two explorers.
 
 Oracles: the values the figures were built from (every slider step must carry exactly the
 stored state), gradients computed directly from ``p.grad``, and the modules' own definitions
@@ -16,6 +17,7 @@ import torch
 
 from tests.conftest import small_encoder_decoder
 from transformer_lite.chapters import depth, interactive, viz
+from transformer_lite.models.tagger import EncoderTagger, TaggerConfig
 
 
 def _norms():
@@ -120,33 +122,12 @@ def test_plot_decoder_block_draws_the_three_sublayers_in_order(norm_first, n_plu
     plt.close("all")
 
 
-def test_with_norm_first_copies_every_weight_and_changes_the_function():
-    torch.manual_seed(0)
-    post = depth.EncoderTagger(5, 4, n_layers=3, d_model=8, n_heads=2, d_ff=16)
-    pre = depth.with_norm_first(post)
-    assert all(b.norm_first for b in pre.encoder.layers) and pre.encoder.norm is not None
-    state = pre.state_dict()
-    for k, v in post.state_dict().items():
-        assert torch.equal(v, state[k])
-    assert torch.equal(state["encoder.norm.weight"], torch.ones(8))
-    ids = torch.randint(0, 5, (2, 6))
-    with torch.no_grad():
-        assert not torch.allclose(post(ids), pre(ids))
-        back = depth.with_norm_first(pre, norm_first=False)
-        assert torch.equal(back(ids), post(ids))
-    assert pre(ids).shape == (2, 6, 4)
-    with pytest.raises(ValueError, match="expected an EncoderTagger"):
-        depth.with_norm_first(torch.nn.Linear(2, 2))
-    with pytest.raises(ValueError, match=r"integer ids of shape \(B, L\)"):
-        post(torch.zeros(2, 6))
-
-
 def test_layer_gradient_norms_equal_the_norm_of_all_gradients_of_a_layer():
     torch.manual_seed(0)
-    model = depth.EncoderTagger(5, 4, n_layers=2, d_model=8, n_heads=2, d_ff=16)
+    model = EncoderTagger(TaggerConfig(5, 4, n_layers=2, d_model=8, n_heads=2, d_ff=16))
     with pytest.raises(ValueError, match="call loss.backward"):
         depth.layer_gradient_norms(model.encoder.layers)
-    model(torch.randint(0, 5, (3, 4))).pow(2).sum().backward()
+    model(torch.randint(0, 5, (3, 4))).logits.pow(2).sum().backward()
     got = depth.layer_gradient_norms(model.encoder.layers)
     for layer, value in zip(model.encoder.layers, got):
         squares = sum(float((p.grad.double() ** 2).sum()) for p in layer.parameters())

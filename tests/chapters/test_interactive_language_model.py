@@ -14,7 +14,7 @@ import torch
 
 from transformer_lite.chapters import interactive
 from transformer_lite.models.decoder_only import DecoderOnlyConfig, DecoderOnlyTransformer
-from transformer_lite.models.recurrent_lm import GRULanguageModel
+from transformer_lite.models.recurrent_lm import GRUConfig, GRULanguageModel
 from transformer_lite.training.data import CharVocab
 
 # p at temperature T is proportional to (1, 2, 3, 4)**(1/T)
@@ -215,9 +215,11 @@ def test_generation_explorer_is_seeded_and_greedy_at_zero(capsys):
     # top_k = 1 keeps only the arg-max: greedy whatever the temperature
     assert outputs[3] == outputs[4]
     ids = vocab.encode("RO")[None]
-    greedy = model.generate(ids, 20, temperature=0.0)
+    greedy = model.generate(ids, 20, temperature=0.0).tokens
     assert outputs[3] == "RO" + vocab.decode(greedy[0, 2:]) + "\n"
-    sampled = model.generate(ids, 20, temperature=1.0, generator=torch.Generator().manual_seed(5))
+    sampled = model.generate(
+        ids, 20, temperature=1.0, generator=torch.Generator().manual_seed(5)
+    ).tokens
     assert outputs[0] == "RO" + vocab.decode(sampled[0, 2:]) + "\n"
 
 
@@ -226,7 +228,7 @@ def test_generation_explorer_with_a_gru_and_bad_prompts(capsys):
 
     vocab = CharVocab.from_text(TEXT)
     torch.manual_seed(0)
-    model = GRULanguageModel(len(vocab), 8)
+    model = GRULanguageModel(GRUConfig(vocab_size=len(vocab), d_model=8))
     widget = generation_explorer(model, vocab, prompt="")
     capsys.readouterr()
     widget.f(prompt="the", temperature=0.5, top_k=0, length=30, seed=0)

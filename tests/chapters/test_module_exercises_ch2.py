@@ -3,7 +3,7 @@
 Oracle: learner-style ``nn.Module`` classes written here from the formulas (Vaswani et al., 2017,
 Sec. 3.2.2 and 3.2.3, with the key/value cache of incremental decoding and the bottom-right causal
 mask), independently of the checker's variant helpers, and the package's own
-``tl.GroupedQueryAttention`` under the same call (``forward(x, past_kv=None)``). A second right class
+``tl.MultiHeadAttention`` under the same call (``forward(x, past_kv=None)``). A second right class
 computes its output with torch's ``F.scaled_dot_product_attention`` and torch's own bottom-right bias
 (``causal_lower_right``), the twin of the mask. The right classes must pass and print "all checks
 passed"; each deliberately wrong class, one classic mistake apiece, must be rejected with an
@@ -89,14 +89,15 @@ class CausalTorchTwin(CausalReference):
 
 
 @CASES.passes(check)
-class PackageCausal(tl.GroupedQueryAttention):
+class PackageCausal(tl.MultiHeadAttention):
     """The package's cached attention under the exercise's call."""
 
     def __init__(self, d_model, n_heads):
-        super().__init__(d_model, n_heads, bias=True)
+        super().__init__(d_model, n_heads)
 
     def forward(self, x, past_kv=None):
-        return super().forward(x, past_kv, is_causal=True)
+        cache = None if past_kv is None else tl.KeyValue(*past_kv)
+        return super().forward(x, cache=cache, is_causal=True)
 
 
 @CASES.passes(check)
@@ -274,7 +275,7 @@ def test_checker_tries_prefill_decode_chunks_and_odd_sizes():
 
 
 def test_reference_is_the_package_and_torch():
-    """The test's oracle agrees with tl.GroupedQueryAttention and with tl.MultiHeadAttention (is_causal)
+    """The test's oracle agrees with tl.MultiHeadAttention (is_causal, with and without a cache)
     with copied weights in float64, and a prompt followed by one-token steps gives the whole sequence."""
     torch.manual_seed(0)
     ours = CausalReference(12, 3).double()
@@ -285,7 +286,7 @@ def test_reference_is_the_package_and_torch():
     x = torch.randn(2, 7, 12, dtype=torch.float64)
     out, w, cache = ours(x)
     torch.testing.assert_close((out, w, cache), package(x))
-    torch.testing.assert_close((out, w), mha(x, x, x, is_causal=True))
+    torch.testing.assert_close((out, w), tuple(mha(x, x, x, is_causal=True)[:2]))
     steps, past = [], None
     for a, b in [(0, 3), (3, 4), (4, 6), (6, 7)]:
         y, _, past = ours(x[:, a:b], past)

@@ -221,10 +221,15 @@ class RopeReference(nn.Module):
 
 
 @CASES.passes(check_rotary_attention_module)
-def PackageRotaryAttention(d_model, n_heads):
-    """The package's rotary self-attention, with biases as nn.Linear's default."""
-    rotary = tl.RotaryEmbedding(d_model // n_heads)
-    return tl.GroupedQueryAttention(d_model, n_heads, bias=True, rotary=rotary)
+class PackageRotaryAttention(tl.MultiHeadAttention):
+    """The package's rotary self-attention (biases as nn.Linear's default) under the exercise's call."""
+
+    def __init__(self, d_model, n_heads):
+        super().__init__(d_model, n_heads, rotary=tl.RotaryEmbedding(d_model // n_heads))
+
+    def forward(self, x, past_kv=None, attn_mask=None, is_causal=False):
+        cache = None if past_kv is None else tl.KeyValue(*past_kv)
+        return super().forward(x, attn_mask=attn_mask, is_causal=is_causal, cache=cache)
 
 
 @CASES.named(check_rotary_attention_module, "values rotated too")
@@ -398,7 +403,7 @@ def test_rotary_checker_tries_a_decoding_step_masks_and_shifted_positions():
 
 
 def test_rope_reference_is_the_package():
-    """The test's own oracle agrees with tl.GroupedQueryAttention with copied weights (float64)."""
+    """The test's own oracle agrees with tl.MultiHeadAttention with copied weights (float64)."""
     torch.manual_seed(0)
     ours = RopeReference(12, 2).double()
     package = PackageRotaryAttention(12, 2).double()

@@ -396,7 +396,7 @@ def test_the_package_model_equals_its_masks_built_by_hand():
         src_valid = torch.arange(7) < torch.tensor([7, 4, 2])[:, None]
         tgt_valid = torch.arange(5) < torch.tensor([5, 3, 1])[:, None]
         with torch.no_grad():
-            expected = model(src, tgt, src_valid, tgt_valid)
+            expected = model(src, tgt, src_valid, tgt_valid).logits
             assert torch.allclose(_model_variant(model, src, tgt, src_valid, tgt_valid), expected)
 
 

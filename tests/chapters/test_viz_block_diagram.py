@@ -1,6 +1,6 @@
 """Tests for transformer_lite.chapters.viz.ch4_transformer_block.plot_norm_placement (chapter 4's diagram).
 
-Oracle: the package's own blocks. Forward hooks on a 1-layer ``depth.EncoderTagger`` record the order
+Oracle: the package's own blocks. Forward hooks on a 1-layer ``EncoderTagger`` record the order
 in which its LayerNorms, attention and feed-forward network run, post-norm and pre-norm (the
 pre-norm stack's final LayerNorm included); the diagram's boxes, read back from the matplotlib text
 objects bottom to top (Agg backend, no display), must name the same operations in the same order.
@@ -18,12 +18,12 @@ import torch
 from matplotlib.patches import Circle, FancyArrowPatch
 
 from transformer_lite import LayerNorm, MultiHeadAttention, PositionwiseFeedForward
-from transformer_lite.chapters import depth
 from transformer_lite.chapters.viz.ch4_transformer_block import (
     POST_NORM_COLOUR,
     PRE_NORM_COLOUR,
     plot_norm_placement,
 )
+from transformer_lite.models.tagger import EncoderTagger, TaggerConfig, with_norm_first
 
 NAMES = {
     LayerNorm: "LayerNorm",
@@ -35,7 +35,8 @@ NAMES = {
 def executed_order(norm_first: bool) -> list[str]:
     """The operations of a 1-layer stack in the order its forward pass calls them."""
     torch.manual_seed(0)
-    model = depth.with_norm_first(depth.EncoderTagger(6, 9, 1, 8, 2, 16), norm_first=norm_first)
+    tagger = EncoderTagger(TaggerConfig(6, 9, 1, 8, 2, 16))
+    model = with_norm_first(tagger, norm_first=norm_first)
     order, handles = [], []
     for module in model.encoder.modules():
         for kind, name in NAMES.items():

@@ -13,7 +13,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
-from ..nn.attention import GroupedQueryAttention, MultiHeadAttention
+from ..nn.attention import MultiHeadAttention
 from ..training.data import random_batch
 
 __all__ = [
@@ -86,9 +86,7 @@ def key_score(weights: Tensor, key_index: int) -> Tensor:
     return weights[..., :, key_index].mean(dim=-1)
 
 
-def transformed_values(
-    attention: MultiHeadAttention | GroupedQueryAttention, value: Tensor
-) -> Tensor:
+def transformed_values(attention: MultiHeadAttention, value: Tensor) -> Tensor:
     """What each key position hands to each head's part of the output: ``f_h(x_j) = (x_j W^V_h + b^V_h) W^O_h``.
 
     A :class:`~transformer_lite.nn.attention.MultiHeadAttention` computes, for query ``i``,
@@ -98,7 +96,7 @@ def transformed_values(
     written per head). The length ``||f_h(x_j)||`` is the second factor, beside the
     weight ``a^h_ij``, of the size of key ``j``'s term.
 
-    A :class:`~transformer_lite.nn.attention.GroupedQueryAttention` computes the same sum,
+    With grouped-query attention (``n_kv_heads < n_heads``) it computes the same sum,
     except that query head ``h`` reads the values of key/value head ``h // G``
     (``G = n_heads // n_kv_heads``; Ainslie et al., 2023, Sec. 2.2): ``W^V_h`` is then that
     shared head's columns of ``v_proj``, while ``W^O_h`` is still head ``h``'s own rows of
@@ -107,7 +105,7 @@ def transformed_values(
     Args:
         attention: the module whose value and output projections are used.
         value: ``(B, S, d_model)``, the tensor the module receives as ``value``
-            (for grouped-query attention, its input ``x``: self-attention, no cache).
+            (in self-attention, its query ``x``; no cache).
 
     Returns:
         ``(B, H, S, d_model)``: ``f_h(x_j)`` for every (query) head ``h`` and key position ``j``,
@@ -123,15 +121,12 @@ def transformed_values(
         )
     B, S, D = value.shape
     H, d_head = attention.n_heads, attention.d_head
-    if isinstance(attention, GroupedQueryAttention):
-        H_kv = attention.n_kv_heads
-        # (B, S, H_kv*d_head) -> (B, H_kv, S, d_head), bias included if any
-        v = attention.v_proj(value).view(B, S, H_kv, d_head).transpose(1, 2)
+    H_kv = attention.n_kv_heads
+    # (B, S, H_kv*d_head) -> (B, H_kv, S, d_head), bias included if any
+    v = attention.v_proj(value).view(B, S, H_kv, d_head).transpose(1, 2)
+    if H_kv != H:
         # (B, H, S, d_head): query head h reads key/value head h // G
-        v = v.repeat_interleave(attention.group_size, dim=1)
-    else:
-        # (B, H, S, d_head), bias included
-        v = attention.v_proj(value).view(B, S, H, d_head).transpose(1, 2)
+        v = v.repeat_interleave(H // H_kv, dim=1)
     # out_proj computes merged @ W^T + b^O; head h owns columns h*d_head ... (h+1)*d_head - 1 of W,
     # i.e. rows of W^T: W^O_h = W^T[h*d_head:(h+1)*d_head] = W[:, h*d_head:(h+1)*d_head]^T.
     w_o = attention.out_proj.weight.T.reshape(H, d_head, D)  # (H, d_head, D)
@@ -180,16 +175,15 @@ def norm_shares(weights: Tensor, norms: Tensor) -> Tensor:
 def attention_value_norms(model: nn.Module, *args, **kwargs) -> tuple[list[Tensor], list[Tensor]]:
     """Run ``model(*args, **kwargs)`` once and read, for every attention module in it, its weights and value norms.
 
-    Forward hooks on each :class:`~transformer_lite.nn.attention.MultiHeadAttention` and
-    :class:`~transformer_lite.nn.attention.GroupedQueryAttention` inside ``model`` record
-    the weights it returns and ``||f_h(x_j)||`` (see :func:`transformed_values`) of the
-    ``value`` tensor it received (a grouped-query module: its input ``x``), so the lengths
+    Forward hooks on each :class:`~transformer_lite.nn.attention.MultiHeadAttention` inside
+    ``model`` record the weights it returns and ``||f_h(x_j)||`` (see :func:`transformed_values`)
+    of the ``value`` tensor it received (in self-attention, its query), so the lengths
     belong to exactly the vectors that the weights multiply (after the normalization in a
     pre-norm block). The hooks are removed afterwards, even if the model raises.
 
     Args:
         model: any module containing such attention modules (e.g. a
-            :class:`~transformer_lite.pretrained.minilm.BertEncoder` or a
+            :class:`~transformer_lite.models.bert.BertEncoder` or a
             :class:`~transformer_lite.models.decoder_only.DecoderOnlyTransformer`);
             ``*args, **kwargs`` are passed to it.
 
@@ -198,29 +192,25 @@ def attention_value_norms(model: nn.Module, *args, **kwargs) -> tuple[list[Tenso
         ``(B, H, L, S)`` weights and ``(B, H, S)`` lengths, detached.
 
     Raises:
-        ValueError: if ``model`` contains no attention module of either kind, or a
-            grouped-query module is called with cached keys and values (its cached
-            values are not among its inputs).
+        ValueError: if ``model`` contains no attention module, or one is called with a cache.
     """
-    kinds = (MultiHeadAttention, GroupedQueryAttention)
-    modules = [m for m in model.modules() if isinstance(m, kinds)]
+    modules = [m for m in model.modules() if isinstance(m, MultiHeadAttention)]
     if not modules:
         raise ValueError(
-            f"attention_value_norms: {type(model).__name__} contains no MultiHeadAttention "
-            "or GroupedQueryAttention"
+            f"attention_value_norms: {type(model).__name__} contains no MultiHeadAttention"
         )
     weights, norms = [], []
 
     def record(module, inputs, kw, output):
-        if isinstance(module, GroupedQueryAttention):
-            # forward(x, past_kv=None, ...): self-attention over x
-            past_kv = inputs[1] if len(inputs) > 1 else kw.get("past_kv")
-            if past_kv is not None:
-                raise ValueError(
-                    "attention_value_norms: expected a GroupedQueryAttention call without "
-                    "past_kv, received cached keys and values"
-                )
-            value = inputs[0] if inputs else kw["x"]
+        # forward(query, key=None, value=None, *, ..., cache=None); key None: self-attention
+        if kw.get("cache") is not None:
+            raise ValueError(
+                "attention_value_norms: expected a MultiHeadAttention call without a cache, "
+                "received cached keys and values"
+            )
+        key = inputs[1] if len(inputs) > 1 else kw.get("key")
+        if key is None:
+            value = inputs[0] if inputs else kw["query"]
         else:
             value = inputs[2] if len(inputs) > 2 else kw["value"]
         weights.append(output[1].detach())

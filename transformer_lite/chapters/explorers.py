@@ -10,10 +10,11 @@ import torch
 
 from ..models.decoder_only import DecoderOnlyTransformer
 from ..models.encoder_decoder import greedy_decode
+from ..models.tagger import EncoderTagger, TaggerConfig, with_norm_first
 from ..nn.masks import causal_mask, padding_mask
 from ..nn.positional import sinusoidal_positional_encoding
 from ..training.toy_tasks import BOS, EOS, ids_to_symbols, make_histogram_batch, symbols_to_ids
-from .depth import EncoderTagger, layer_gradient_norms, with_norm_first
+from .depth import layer_gradient_norms
 from .interactive import rnn_lag_profile
 from .viz import plot_attention, plot_mask
 
@@ -42,7 +43,7 @@ def attention_explorer(
     """Type a sentence, pick a layer and a head, and see that head's attention weights.
 
     Args:
-        encoder: a :class:`~transformer_lite.pretrained.minilm.BertEncoder` (e.g. from ``load_minilm()``).
+        encoder: a :class:`~transformer_lite.models.bert.BertEncoder` (e.g. from ``load_minilm()``).
         tokenizer: its :class:`~transformer_lite.pretrained.minilm.WordPieceTokenizer`.
         text: the initial sentence.
 
@@ -150,8 +151,8 @@ def positional_explorer(max_position: int = 128):
 def gradient_norm_explorer(vocab_size: int = 6, seq_len: int = 8):
     """Choose a depth, a width and a seed; see the gradient norm of every layer, post-norm against pre-norm.
 
-    Both stacks hold the same weights (:func:`~transformer_lite.chapters.depth.with_norm_first`); the loss is the
-    cross-entropy of an untrained :class:`~transformer_lite.chapters.depth.EncoderTagger` on one batch of the
+    Both stacks hold the same weights (:func:`~transformer_lite.models.tagger.with_norm_first`); the loss is the
+    cross-entropy of an untrained :class:`~transformer_lite.models.tagger.EncoderTagger` on one batch of the
     histogram task (:func:`~transformer_lite.training.toy_tasks.make_histogram_batch`).
 
     Returns:
@@ -164,13 +165,23 @@ def gradient_norm_explorer(vocab_size: int = 6, seq_len: int = 8):
         )
         with torch.random.fork_rng():  # seeded weights, without touching the reader's random state
             torch.manual_seed(seed)
-            post = EncoderTagger(vocab_size, seq_len + 1, n_layers, d_model, 4, 2 * d_model)
+            config = TaggerConfig(
+                vocab_size=vocab_size,
+                n_classes=seq_len + 1,
+                n_layers=n_layers,
+                d_model=d_model,
+                n_heads=4,
+                d_ff=2 * d_model,
+            )
+            post = EncoderTagger(config)
         _, ax = plt.subplots(figsize=(7, 3.6), constrained_layout=True)
         for model, name, marker in (
             (post, "post-norm", "o"),
             (with_norm_first(post), "pre-norm", "D"),
         ):
-            loss = torch.nn.functional.cross_entropy(model(ids).flatten(0, 1), counts.flatten())
+            loss = torch.nn.functional.cross_entropy(
+                model(ids).logits.flatten(0, 1), counts.flatten()
+            )
             loss.backward()
             ax.semilogy(
                 range(1, n_layers + 1),
@@ -214,7 +225,7 @@ def reversal_explorer(model, text: str = "abcdefg", layer: int = -1):
             print("type letters a to j")
             return
         src = torch.tensor([symbols_to_ids(text)])  # (1, S)
-        out = greedy_decode(model, src, max_len=len(text) + 1, bos_id=BOS, eos_id=EOS)  # (1, 1 + T)
+        out = greedy_decode(model, src, max_len=len(text) + 1, bos_id=BOS, eos_id=EOS).tokens
         # the decoder inputs that produced the output
         dec_in = out[:, :-1] if int(out[0, -1]) == EOS else out
         with torch.no_grad():
@@ -291,7 +302,7 @@ def rnn_gradient_explorer(hidden_size: int = 64):
 def generation_explorer(model, vocab, prompt: str = "ROMEO\n"):
     """Type a prompt, choose temperature, top-k, length and seed; read the characters the model writes next.
 
-    Sampling as in :func:`~transformer_lite.models.decoder_only.sample_next_token`: temperature 0 is greedy
+    Sampling as in :func:`~transformer_lite.models.generation.sample_next_token`: temperature 0 is greedy
     decoding, otherwise softmax(logits / T) restricted to the ``top_k`` most likely characters (0 = all).
     A :class:`~transformer_lite.models.decoder_only.DecoderOnlyTransformer` uses its key/value cache while the
     prompt plus the new characters fit in ``model.config.max_len`` positions, and otherwise generates without
@@ -331,9 +342,9 @@ def generation_explorer(model, vocab, prompt: str = "ROMEO\n"):
         if isinstance(model, DecoderOnlyTransformer):
             # every position has an embedding: use the cache
             fits = ids.shape[1] + length <= model.config.max_len
-            out = model.generate(ids, length, use_cache=fits, **options)  # (1, P + length)
+            out = model.generate(ids, length, use_cache=fits, **options).tokens  # (1, P + length)
         else:
-            out = model.generate(ids, length, **options)  # (1, P + length)
+            out = model.generate(ids, length, **options).tokens  # (1, P + length)
         print(prompt + vocab.decode(out[0, ids.shape[1] :]))
 
     wide = dict(description_width="initial")  # long descriptions stay readable

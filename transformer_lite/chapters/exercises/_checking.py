@@ -1,8 +1,8 @@
 """What every exercise checker shares: calling the learner's function, reporting, comparing.
 
-``_checker`` wraps a check so that a stub (``NotImplementedError``) prints "not implemented yet"
-and success prints a confirmation; ``_call`` turns a crash in the learner's code into a failed
-check with a hint; ``_diagnose`` names the classic mistake whose output matches the learner's.
+``checker`` wraps a check so that a stub (``NotImplementedError``) prints "not implemented yet"
+and success prints a confirmation; ``call`` turns a crash in the learner's code into a failed
+check with a hint; ``diagnose`` names the classic mistake whose output matches the learner's.
 """
 
 from __future__ import annotations
@@ -15,15 +15,15 @@ from torch import Tensor, nn
 ATOL = 1e-6
 
 
-class _NotImplementedYet(Exception):
+class NotImplementedYet(Exception):
     pass
 
 
-def _call(fn: Callable, *args, **kwargs):
+def call(fn: Callable, *args, **kwargs):
     try:
         return fn(*args, **kwargs)
     except NotImplementedError as exc:
-        raise _NotImplementedYet from exc
+        raise NotImplementedYet from exc
     except (
         Exception
     ) as exc:  # a crash in the learner's code: report it as a failed check, with a hint
@@ -36,14 +36,14 @@ def _call(fn: Callable, *args, **kwargs):
         ) from exc
 
 
-def _checker(name: str):
+def checker(name: str):
     """Wrap a check so NotImplementedError prints 'not implemented yet' and success prints a confirmation."""
 
     def wrap(check):
         def run(*fns):
             try:
                 check(*fns)
-            except _NotImplementedYet:
+            except NotImplementedYet:
                 print(f"{name}: not implemented yet (your code raises NotImplementedError)")
                 return None
             print(f"{name}: all checks passed")
@@ -55,11 +55,11 @@ def _checker(name: str):
     return wrap
 
 
-def _gen(seed: int) -> torch.Generator:
+def gen(seed: int) -> torch.Generator:
     return torch.Generator().manual_seed(seed)
 
 
-def _close(a, b) -> bool:
+def close(a, b) -> bool:
     return (
         isinstance(a, Tensor)
         and a.shape == b.shape
@@ -67,11 +67,11 @@ def _close(a, b) -> bool:
     )
 
 
-def _diagnose(
+def diagnose(
     got: Tensor, variants: dict[str, Tensor], case: str, what: str, expected: Tensor
 ) -> AssertionError:
     for mistake, value in variants.items():
-        if _close(got, value):
+        if close(got, value):
             return AssertionError(f"wrong {what} for {case}. Likely mistake: {mistake}")
     err = (got.double() - expected.double()).abs().max().item()
     return AssertionError(
@@ -80,7 +80,7 @@ def _diagnose(
     )
 
 
-def _check_tensor(value, name: str, shape: tuple, case: str) -> None:
+def check_tensor(value, name: str, shape: tuple, case: str) -> None:
     if not isinstance(value, Tensor):
         raise AssertionError(
             f"{name} for {case}: expected a torch.Tensor, received {type(value).__name__}"
@@ -91,7 +91,19 @@ def _check_tensor(value, name: str, shape: tuple, case: str) -> None:
         )
 
 
-def _load_reference(student, ref, owner: str, names: str):
+def check_cached_result(out, w, present, w_shape: tuple, out_shape: tuple, case: str) -> None:
+    """A cached attention's ``(output, weights, (keys, values))``: the weights and the output of the
+    expected shapes, and a pair as the third result."""
+    check_tensor(w, "weights", w_shape, case)
+    check_tensor(out, "output", out_shape, case)
+    if not isinstance(present, tuple) or len(present) != 2:
+        raise AssertionError(
+            f"for {case}: expected (keys, values) as the third result, received "
+            f"{type(present).__name__}"
+        )
+
+
+def load_reference(student, ref, owner: str, names: str):
     """Copy ``ref``'s weights into ``student`` (both float64); an AssertionError naming the expected submodules."""
     try:
         student.double().load_state_dict(ref.state_dict())
@@ -102,12 +114,12 @@ def _load_reference(student, ref, owner: str, names: str):
         ) from exc
 
 
-def _input_grads(module, inputs, upstream, **kwargs):
+def input_grads(module, inputs, upstream, **kwargs):
     """Gradients of ``sum(output * upstream)`` with respect to each input (``None`` where none arrived)."""
     leaves = [t.detach().clone().requires_grad_(True) for t in inputs]
     if len({id(t) for t in inputs}) == 1:  # self-attention: one tensor used three times
         leaves = [leaves[0]] * len(inputs)
-    out = _call(module, *leaves, **kwargs)
+    out = call(module, *leaves, **kwargs)
     out = out[0] if isinstance(out, tuple) else out
     if not isinstance(out, Tensor) or not out.requires_grad:
         return out, [None] * len(inputs)
@@ -115,18 +127,18 @@ def _input_grads(module, inputs, upstream, **kwargs):
     return out, [t.grad for t in leaves]
 
 
-def _compare_input_grads(student, ref, inputs, names, upstream, case, **kwargs) -> None:
+def compare_input_grads(student, ref, inputs, names, upstream, case, **kwargs) -> None:
     """The gradients of ``sum(output * upstream)`` with respect to the first ``len(names)`` inputs must
     agree (the output was already checked)."""
-    _, got = _input_grads(student, inputs, upstream, **kwargs)
-    _, expected = _input_grads(ref, inputs, upstream, **kwargs)
+    _, got = input_grads(student, inputs, upstream, **kwargs)
+    _, expected = input_grads(ref, inputs, upstream, **kwargs)
     for name, gs, ge in zip(names, got, expected):
         if gs is None or (not (gs.abs() > 0).any() and (ge.abs() > 0).any()):
             raise AssertionError(
                 f"no gradient reached the {name} for {case}: the output is right, but forward cuts the "
                 "graph; do not use .detach(), .data, torch.no_grad() or numpy inside forward"
             )
-        if not _close(gs, ge):
+        if not close(gs, ge):
             err = (gs - ge).abs().max().item()
             raise AssertionError(
                 f"wrong gradient with respect to the {name} for {case} (largest difference {err:.3g}), "
@@ -135,11 +147,11 @@ def _compare_input_grads(student, ref, inputs, names, upstream, case, **kwargs) 
             )
 
 
-def _build(cls, args: tuple, kwargs: dict, seed: int) -> nn.Module:
+def build(cls, args: tuple, kwargs: dict, seed: int) -> nn.Module:
     """``cls(*args, **kwargs)`` with seeded initial weights, leaving the caller's random state alone."""
     with torch.random.fork_rng():
         torch.manual_seed(seed)
-        module = _call(cls, *args, **kwargs)
+        module = call(cls, *args, **kwargs)
     if not isinstance(module, nn.Module):
         raise AssertionError(
             f"{getattr(cls, '__name__', cls)}{args}: expected an nn.Module, received {type(module).__name__}"
@@ -147,30 +159,31 @@ def _build(cls, args: tuple, kwargs: dict, seed: int) -> nn.Module:
     return module
 
 
-def _fresh(kwargs: dict) -> dict:
+def fresh(kwargs: dict) -> dict:
     """A copy of the keyword arguments with every tensor (also inside a tuple) cloned."""
     copy = {}
     for key, value in kwargs.items():
         if isinstance(value, Tensor):
             value = value.clone()
-        elif isinstance(value, tuple):
-            value = tuple(v.clone() if isinstance(v, Tensor) else v for v in value)
+        elif isinstance(value, tuple):  # a KeyValue stays a KeyValue
+            items = [v.clone() if isinstance(v, Tensor) else v for v in value]
+            value = type(value)(*items) if hasattr(value, "_fields") else tuple(items)
         copy[key] = value
     return copy
 
 
-def _grads(module: nn.Module, x: Tensor, upstream: Tensor, **kwargs):
+def grads(module: nn.Module, x: Tensor, upstream: Tensor, **kwargs):
     """The gradients of ``sum(output * upstream)`` with respect to ``x`` and to each parameter."""
     module.zero_grad(set_to_none=True)
     leaf = x.detach().clone().requires_grad_(True)
-    out = _call(module, leaf, **_fresh(kwargs))
+    out = call(module, leaf, **fresh(kwargs))
     out = out[0] if isinstance(out, tuple) else out
     if isinstance(out, Tensor) and out.requires_grad:
         out.backward(upstream)
     return leaf.grad, {name: p.grad for name, p in module.named_parameters()}
 
 
-def _looks_inverted(w: Tensor, mask: Tensor) -> bool:
+def looks_inverted(w: Tensor, mask: Tensor) -> bool:
     """True if, in every row with both allowed and forbidden keys, the allowed keys get (almost) no weight."""
     mixed = mask.any(-1) & (~mask).any(-1)  # (L,)
     if not mixed.any():
@@ -184,13 +197,22 @@ def _looks_inverted(w: Tensor, mask: Tensor) -> bool:
     )
 
 
-def _compare_grads(
-    student, ref, x: Tensor, upstream: Tensor, case: str, ref_kwargs: dict | None = None, **kwargs
+def compare_grads(
+    student,
+    ref,
+    x: Tensor,
+    upstream: Tensor,
+    case: str,
+    ref_kwargs: dict | None = None,
+    cache=None,
+    **kwargs,
 ) -> None:
     """Input and parameter gradients of ``sum(output * upstream)`` must agree (the output already does).
-    ``kwargs`` go to both calls, ``ref_kwargs`` to the reference's call only."""
-    got_x, got_p = _grads(student, x, upstream, **kwargs)
-    expected_x, expected_p = _grads(ref, x, upstream, **kwargs, **(ref_kwargs or {}))
+    ``kwargs`` go to both calls, ``ref_kwargs`` to the reference's call only; a ``cache`` goes to the
+    learner's module as the stub's ``past_kv`` and to the package's as ``cache``."""
+    mine, theirs = ({}, {}) if cache is None else ({"past_kv": cache}, {"cache": cache})
+    got_x, got_p = grads(student, x, upstream, **kwargs, **mine)
+    expected_x, expected_p = grads(ref, x, upstream, **kwargs, **(ref_kwargs or {}), **theirs)
     pairs = [("input x", got_x, expected_x)]
     pairs += [(f"parameter {name}", got_p.get(name), g) for name, g in expected_p.items()]
     for name, got, expected in pairs:
@@ -199,7 +221,7 @@ def _compare_grads(
                 f"no gradient reached the {name} for {case}: the output is right, but forward cuts the "
                 "graph; do not use .detach(), .data, torch.no_grad() or numpy inside forward"
             )
-        if not _close(got, expected):
+        if not close(got, expected):
             err = (got - expected).abs().max().item()
             raise AssertionError(
                 f"wrong gradient with respect to the {name} for {case} (largest difference {err:.3g}), "

@@ -1,8 +1,6 @@
 """Exercise checkers of chapter 1, ``notebooks/01_attention.ipynb``:
 scaled dot-product attention, a head's score spread, splitting and merging heads, a
 multi-head attention module.
-
-How a checker reports: see :mod:`transformer_lite.chapters.exercises`.
 """
 
 from __future__ import annotations
@@ -15,18 +13,8 @@ from torch import Tensor, nn
 
 from ...nn.attention import MultiHeadAttention, scaled_dot_product_attention
 from ...nn.masks import causal_mask
-from ._checking import (
-    ATOL,
-    _call,
-    _check_tensor,
-    _checker,
-    _close,
-    _compare_input_grads,
-    _diagnose,
-    _gen,
-    _load_reference,
-    _looks_inverted,
-)
+from . import _checking as checking
+from ._checking import ATOL
 
 __all__ = [
     "check_multi_head_attention",
@@ -53,7 +41,7 @@ def _attention_variant(q, k, v, mask, scale, softmax_dim=-1, mask_mode="normal")
 
 
 def _attention_cases():
-    g = _gen(1234)
+    g = checking.gen(1234)
     cases = []
     for batch, L, S, d_k, d_v, masked in [
         ((), 3, 3, 16, 16, False),
@@ -130,7 +118,7 @@ def _check_fully_masked_rows(out: Tensor, w: Tensor, mask: Tensor, case: str) ->
         )
 
 
-@_checker("check_scaled_dot_product_attention")
+@checking.checker("check_scaled_dot_product_attention")
 def check_scaled_dot_product_attention(fn: Callable) -> None:
     """Check ``fn(query, key, value, attn_mask=None) -> (output, weights)``.
 
@@ -145,7 +133,7 @@ def check_scaled_dot_product_attention(fn: Callable) -> None:
         AssertionError: naming the likely mistake.
     """
     for q, k, v, mask, case in _attention_cases():
-        result = _call(
+        result = checking.call(
             fn, q.clone(), k.clone(), v.clone(), attn_mask=None if mask is None else mask.clone()
         )
         if not isinstance(result, tuple) or len(result) != 2:
@@ -154,12 +142,12 @@ def check_scaled_dot_product_attention(fn: Callable) -> None:
             )
         out, w = result
         L, S, d_k, d_v = q.shape[-2], k.shape[-2], q.shape[-1], v.shape[-1]
-        _check_tensor(w, "weights", (*q.shape[:-2], L, S), case)
-        _check_tensor(out, "output", (*q.shape[:-2], L, d_v), case)
+        checking.check_tensor(w, "weights", (*q.shape[:-2], L, S), case)
+        checking.check_tensor(out, "output", (*q.shape[:-2], L, d_v), case)
         ref_out, ref_w = scaled_dot_product_attention(q, k, v, attn_mask=mask)
         if mask is not None:
             _check_fully_masked_rows(out, w, mask, case)
-        if mask is not None and _looks_inverted(w, mask):
+        if mask is not None and checking.looks_inverted(w, mask):
             raise AssertionError(
                 f"wrong weights for {case}. Likely mistake: inverted mask polarity: True means "
                 "'may attend' (as in F.scaled_dot_product_attention), fill the scores where the "
@@ -168,7 +156,7 @@ def check_scaled_dot_product_attention(fn: Callable) -> None:
         if (
             mask is not None
             and (w.double()[..., ~mask].abs() > 0).any()
-            and not _close(
+            and not checking.close(
                 w, _attention_variant(q, k, v, mask, 1 / math.sqrt(d_k), mask_mode="inverted")[1]
             )
         ):
@@ -195,26 +183,26 @@ def check_scaled_dot_product_attention(fn: Callable) -> None:
             variants[
                 "mask applied after the softmax: rows no longer sum to 1; add -inf to the scores before it"
             ] = _attention_variant(q, k, v, mask, 1 / math.sqrt(d_k), mask_mode="after_softmax")
-        if not _close(w, ref_w):
+        if not checking.close(w, ref_w):
             w_variants = {m: vw for m, (_, vw) in variants.items()}
             if L == S:
                 w_variants[
                     "returned the weights transposed: rows are queries, columns keys, shape (..., L, S)"
                 ] = ref_w.transpose(-2, -1)
-            raise _diagnose(w, w_variants, case, "weights", ref_w)
-        if not _close(out, ref_out):
+            raise checking.diagnose(w, w_variants, case, "weights", ref_w)
+        if not checking.close(out, ref_out):
             out_variants = {m: vo for m, (vo, _) in variants.items()}
             if L == S:
                 out_variants[
                     "multiplied the values by the transposed weights: use weights @ value"
                 ] = ref_w.transpose(-2, -1) @ v
-            raise _diagnose(out, out_variants, case, "output", ref_out)
+            raise checking.diagnose(out, out_variants, case, "output", ref_out)
     _check_float_mask(fn)
 
 
 def _check_float_mask(fn: Callable) -> None:
     """The last case of :func:`check_scaled_dot_product_attention`: a float mask, added to the scores."""
-    g = _gen(4321)
+    g = checking.gen(4321)
     q = torch.randn(2, 4, 8, generator=g, dtype=torch.float64) * 1.5
     k = torch.randn(2, 6, 8, generator=g, dtype=torch.float64) * 1.5
     v = torch.randn(2, 6, 5, generator=g, dtype=torch.float64)
@@ -226,7 +214,7 @@ def _check_float_mask(fn: Callable) -> None:
         f"{tuple(mask.shape)} (added to the scores; -inf forbids)"
     )
     try:
-        result = _call(fn, q.clone(), k.clone(), v.clone(), attn_mask=mask.clone())
+        result = checking.call(fn, q.clone(), k.clone(), v.clone(), attn_mask=mask.clone())
     except AssertionError as exc:
         raise AssertionError(
             f"for {case}: {exc} Likely mistake: a float attn_mask is not handled: add it to the scores, "
@@ -238,8 +226,8 @@ def _check_float_mask(fn: Callable) -> None:
             f"for {case}: expected a tuple (output, weights), received {type(result).__name__}"
         )
     out, w = result
-    _check_tensor(w, "weights", (2, 4, 6), case)
-    _check_tensor(out, "output", (2, 4, 5), case)
+    checking.check_tensor(w, "weights", (2, 4, 6), case)
+    checking.check_tensor(out, "output", (2, 4, 5), case)
     ref_out, ref_w = scaled_dot_product_attention(q, k, v, attn_mask=mask)
     scores = q @ k.transpose(-2, -1) / math.sqrt(8)
     variants = {
@@ -251,16 +239,18 @@ def _check_float_mask(fn: Callable) -> None:
             torch.softmax(scores, -1) * mask
         ).nan_to_num(0.0),
     }
-    if not _close(w, ref_w):
-        raise _diagnose(w, variants, case, "weights", ref_w)
-    if not _close(out, ref_out):
-        raise _diagnose(out, {m: vw @ v for m, vw in variants.items()}, case, "output", ref_out)
+    if not checking.close(w, ref_w):
+        raise checking.diagnose(w, variants, case, "weights", ref_w)
+    if not checking.close(out, ref_out):
+        raise checking.diagnose(
+            out, {m: vw @ v for m, vw in variants.items()}, case, "output", ref_out
+        )
 
 
 # --------------------------------------------------------------------------- chapter 1: a head's score spread
 
 
-@_checker("check_score_spread")
+@checking.checker("check_score_spread")
 def check_score_spread(fn: Callable) -> None:
     """Check ``fn(weights) -> spread``: the spread over the keys of the scores behind each row of weights.
 
@@ -273,7 +263,7 @@ def check_score_spread(fn: Callable) -> None:
         AssertionError: naming the likely mistake (std of the weights, not of their logarithm; the sample
             std with correction=1; the spread over the queries instead of the keys).
     """
-    g = _gen(2024)
+    g = checking.gen(2024)
     for batch, L, S, scale in [
         ((), 3, 3, 1.0),
         ((2,), 4, 7, 3.0),
@@ -285,10 +275,10 @@ def check_score_spread(fn: Callable) -> None:
         # rows differ
         scores = scores * torch.rand(*batch, L, 1, generator=g, dtype=torch.float64).add(0.5)
         weights = torch.softmax(scores, dim=-1)
-        got = _call(fn, weights.clone())
-        _check_tensor(got, "spread", (*batch, L), case)
+        got = checking.call(fn, weights.clone())
+        checking.check_tensor(got, "spread", (*batch, L), case)
         expected = scores.std(dim=-1, correction=0)
-        if _close(got, expected):
+        if checking.close(got, expected):
             continue
         log_w = weights.log()
         variants = {
@@ -306,13 +296,13 @@ def check_score_spread(fn: Callable) -> None:
                 "spread over the queries (dim=-2): a row is one query, its spread runs over the keys "
                 "(dim=-1)"
             ] = log_w.std(dim=-2, correction=0)
-        raise _diagnose(got, variants, case, "spread", expected)
+        raise checking.diagnose(got, variants, case, "spread", expected)
 
 
 # --------------------------------------------------------------------------- heads
 
 
-@_checker("check_split_merge_heads")
+@checking.checker("check_split_merge_heads")
 def check_split_merge_heads(split_fn: Callable, merge_fn: Callable) -> None:
     """Check ``split_fn(x (B, L, D), n_heads) -> (B, H, L, D/H)`` and ``merge_fn(heads) -> (B, L, D)``.
 
@@ -323,36 +313,36 @@ def check_split_merge_heads(split_fn: Callable, merge_fn: Callable) -> None:
         AssertionError: naming the likely mistake (reshaping straight to (B, H, L, d_head), which mixes
             positions into heads; merging without undoing the transpose).
     """
-    g = _gen(3)
+    g = checking.gen(3)
     for B, L, D, H in [(2, 5, 12, 3), (1, 1, 8, 2), (3, 4, 6, 6)]:
         case = f"x of shape {(B, L, D)}, n_heads={H}"
         x = torch.randn(B, L, D, generator=g, dtype=torch.float64)
         ref = x.view(B, L, H, D // H).transpose(1, 2)
-        heads = _call(split_fn, x.clone(), H)
-        _check_tensor(heads, "split_fn output", (B, H, L, D // H), case)
-        if not _close(heads, ref):
-            if _close(heads, x.reshape(B, H, L, D // H)):
+        heads = checking.call(split_fn, x.clone(), H)
+        checking.check_tensor(heads, "split_fn output", (B, H, L, D // H), case)
+        if not checking.close(heads, ref):
+            if checking.close(heads, x.reshape(B, H, L, D // H)):
                 raise AssertionError(
                     f"split_fn is wrong for {case}. Likely mistake: reshaped straight to "
                     "(B, H, L, d_head), which mixes positions into heads; view as "
                     "(B, L, H, d_head), then transpose(1, 2)"
                 )
-            raise _diagnose(heads, {}, case, "split_fn output", ref)
+            raise checking.diagnose(heads, {}, case, "split_fn output", ref)
         for layout, heads_in in (
             ("transposed view", ref.clone()),
             ("contiguous", ref.contiguous()),
         ):
-            merged = _call(merge_fn, heads_in)
-            _check_tensor(merged, f"merge_fn output ({layout} input)", (B, L, D), case)
-            if not _close(merged, x):
+            merged = checking.call(merge_fn, heads_in)
+            checking.check_tensor(merged, f"merge_fn output ({layout} input)", (B, L, D), case)
+            if not checking.close(merged, x):
                 break
-        if not _close(merged, x):
-            if _close(merged, ref.reshape(B, L, D)):
+        if not checking.close(merged, x):
+            if checking.close(merged, ref.reshape(B, L, D)):
                 raise AssertionError(
                     f"merge_fn is wrong for {case}. Likely mistake: reshaped (B, H, L, d_head) "
                     "straight to (B, L, D); transpose(1, 2) back first"
                 )
-            raise _diagnose(merged, {}, case, "merge_fn output", x)
+            raise checking.diagnose(merged, {}, case, "merge_fn output", x)
 
 
 # --------------------------------------------------------------------------- chapter 1: a multi-head attention module
@@ -434,7 +424,7 @@ def _mha_mask(kind, L, S, g):
     return None
 
 
-@_checker("check_multi_head_attention")
+@checking.checker("check_multi_head_attention")
 def check_multi_head_attention(cls) -> None:
     """Check a module class ``cls(d_model, n_heads)`` whose ``forward(query, key, value, attn_mask=None)``
     returns ``(output, weights)`` as :class:`~transformer_lite.nn.attention.MultiHeadAttention` does.
@@ -450,7 +440,7 @@ def check_multi_head_attention(cls) -> None:
             or merged in the wrong order, mask polarity inverted, softmax over the wrong axis, output
             projection missing, k/v projections swapped, gradients cut).
     """
-    g = _gen(11)
+    g = checking.gen(11)
     for B, L, S, D, H, kind, self_attention in _mha_cases():
         mask = _mha_mask(kind, L, S, g)
         case = f"d_model={D}, n_heads={H}, query ({B}, {L}, {D}), key/value ({B}, {S}, {D}), " + (
@@ -461,12 +451,12 @@ def check_multi_head_attention(cls) -> None:
         with torch.random.fork_rng():  # seeded weights, without touching the caller's random state
             torch.manual_seed(int(torch.randint(0, 10_000, (1,), generator=g)))
             ref = MultiHeadAttention(D, H).double().eval()
-            student = _call(cls, D, H)
+            student = checking.call(cls, D, H)
         if not isinstance(student, nn.Module):
             raise AssertionError(
                 f"{case}: expected an nn.Module, received {type(student).__name__}"
             )
-        _load_reference(student, ref, "check_multi_head_attention", _MHA_NAMES)
+        checking.load_reference(student, ref, "check_multi_head_attention", _MHA_NAMES)
         student.eval()
         query = torch.randn(B, L, D, generator=g, dtype=torch.float64)
         if self_attention:
@@ -474,28 +464,32 @@ def check_multi_head_attention(cls) -> None:
         else:
             key = torch.randn(B, S, D, generator=g, dtype=torch.float64)
             value = torch.randn(B, S, D, generator=g, dtype=torch.float64)
-        result = _call(student, query, key, value, attn_mask=None if mask is None else mask.clone())
+        result = checking.call(
+            student, query, key, value, attn_mask=None if mask is None else mask.clone()
+        )
         if not isinstance(result, tuple) or len(result) != 2:
             raise AssertionError(
                 f"for {case}: expected a tuple (output, weights), received {type(result).__name__}"
             )
         out, w = result
-        _check_tensor(w, "weights", (B, H, L, S), case)
-        _check_tensor(out, "output", (B, L, D), case)
+        checking.check_tensor(w, "weights", (B, H, L, S), case)
+        checking.check_tensor(out, "output", (B, L, D), case)
         with torch.no_grad():
-            ref_out, ref_w = ref(query, key, value, attn_mask=mask)
+            ref_out, ref_w, _ = ref(query, key, value, attn_mask=mask)
             variants = {
                 msg: _mha_variant(ref, query, key, value, mask, m)
                 for msg, m in _MHA_MISTAKES.items()
             }
-        if not _close(w, ref_w):
-            raise _diagnose(w, {m: vw for m, (_, vw) in variants.items()}, case, "weights", ref_w)
-        if not _close(out, ref_out):
-            raise _diagnose(
+        if not checking.close(w, ref_w):
+            raise checking.diagnose(
+                w, {m: vw for m, (_, vw) in variants.items()}, case, "weights", ref_w
+            )
+        if not checking.close(out, ref_out):
+            raise checking.diagnose(
                 out, {m: vo for m, (vo, _) in variants.items()}, case, "output", ref_out
             )
 
         upstream = torch.randn(B, L, D, generator=g, dtype=torch.float64)
         inputs = (query, key, value)
         names = ("query", "key", "value")[: 1 if self_attention else 3]
-        _compare_input_grads(student, ref, inputs, names, upstream, case, attn_mask=mask)
+        checking.compare_input_grads(student, ref, inputs, names, upstream, case, attn_mask=mask)

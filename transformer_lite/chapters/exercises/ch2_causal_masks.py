@@ -1,8 +1,6 @@
 """Exercise checkers of chapter 2, ``notebooks/02_causal_masks.ipynb``:
 the causal mask, attention with a key/value cache, positions read from the mask, and a causal
 self-attention module with a key/value cache.
-
-How a checker reports: see :mod:`transformer_lite.chapters.exercises`.
 """
 
 from __future__ import annotations
@@ -12,20 +10,9 @@ from collections.abc import Callable
 import torch
 from torch import Tensor
 
-from ...nn.attention import GroupedQueryAttention, scaled_dot_product_attention
+from ...nn.attention import MultiHeadAttention, scaled_dot_product_attention
 from ...nn.masks import causal_mask
-from ._checking import (
-    _build,
-    _call,
-    _check_tensor,
-    _checker,
-    _close,
-    _compare_grads,
-    _diagnose,
-    _gen,
-    _load_reference,
-    _looks_inverted,
-)
+from . import _checking as checking
 
 __all__ = [
     "check_causal_mask",
@@ -38,7 +25,7 @@ __all__ = [
 # --------------------------------------------------------------------------- causal mask
 
 
-@_checker("check_causal_mask")
+@checking.checker("check_causal_mask")
 def check_causal_mask(fn: Callable) -> None:
     """Check ``fn(L) -> bool tensor (L, L)``, ``True`` on and below the diagonal (query i may attend to keys <= i).
 
@@ -47,8 +34,8 @@ def check_causal_mask(fn: Callable) -> None:
     """
     for L in (5, 8, 2, 1):  # the most telling size first
         case = f"L={L}"
-        m = _call(fn, L)
-        _check_tensor(m, "mask", (L, L), case)
+        m = checking.call(fn, L)
+        checking.check_tensor(m, "mask", (L, L), case)
         ref = causal_mask(L)
         if m.dtype != torch.bool:
             raise AssertionError(
@@ -82,7 +69,7 @@ def check_causal_mask(fn: Callable) -> None:
 # --------------------------------------------------------------------------- decoding with a cache
 
 
-@_checker("check_cached_causal_attention")
+@checking.checker("check_cached_causal_attention")
 def check_cached_causal_attention(fn: Callable) -> None:
     """Check ``fn(query, key, value) -> output`` for the *last* L positions of a causal sequence.
 
@@ -93,18 +80,18 @@ def check_cached_causal_attention(fn: Callable) -> None:
     Raises:
         AssertionError: naming the likely mistake (top-left alignment, as torch's is_causal; no mask).
     """
-    g = _gen(11)
+    g = checking.gen(11)
     for batch, L, S, d in [((), 1, 6, 4), ((2,), 3, 7, 8), ((2, 2), 4, 4, 4)]:
         case = f"query {(*batch, L, d)}, key/value {(*batch, S, d)}"
         q = torch.randn(*batch, L, d, generator=g, dtype=torch.float64)
         k = torch.randn(*batch, S, d, generator=g, dtype=torch.float64)
         v = torch.randn(*batch, S, d, generator=g, dtype=torch.float64)
-        out = _call(fn, q.clone(), k.clone(), v.clone())
+        out = checking.call(fn, q.clone(), k.clone(), v.clone())
         if isinstance(out, tuple):
             out = out[0]
-        _check_tensor(out, "output", (*batch, L, d), case)
+        checking.check_tensor(out, "output", (*batch, L, d), case)
         ref = scaled_dot_product_attention(q, k, v, attn_mask=causal_mask(L, S))[0]
-        if _close(out, ref):
+        if checking.close(out, ref):
             continue
         variants = {
             "top-left alignment (as torch's is_causal=True): the new queries are the LAST L positions, so query "
@@ -115,13 +102,13 @@ def check_cached_causal_attention(fn: Callable) -> None:
                 q, k, v
             )[0],
         }
-        raise _diagnose(out, variants, case, "output", ref)
+        raise checking.diagnose(out, variants, case, "output", ref)
 
 
 # --------------------------------------------------------------------------- chapter 2: positions from the mask
 
 
-@_checker("check_causal_positions")
+@checking.checker("check_causal_positions")
 def check_causal_positions(fn: Callable) -> None:
     """Check ``fn(x) -> positions``: read each token's position from one causal attention layer.
 
@@ -136,16 +123,16 @@ def check_causal_positions(fn: Callable) -> None:
         AssertionError: naming the likely mistake (returned the signal 1/(i+1), or the count i+1 of tokens
             seen instead of the position i, or attended without the causal mask).
     """
-    g = _gen(77)
+    g = checking.gen(77)
     for B, L, D in [(2, 5, 4), (3, 9, 6), (1, 16, 2), (1, 1, 3)]:  # L = 1 last: there 0 = L - 1
         case = f"x {(B, L, D)}"
         x = torch.randn(B, L, D, generator=g, dtype=torch.float64)
         x[:, :, 0] = 0.0
         x[:, 0, 0] = 1.0  # the beginning-of-sequence marker
-        got = _call(fn, x.clone())
-        _check_tensor(got, "positions", (B, L), case)
+        got = checking.call(fn, x.clone())
+        checking.check_tensor(got, "positions", (B, L), case)
         expected = torch.arange(L, dtype=torch.float64).expand(B, L)
-        if _close(got, expected):
+        if checking.close(got, expected):
             continue
         signal = 1.0 / (expected + 1.0)
         variants = {
@@ -155,7 +142,7 @@ def check_causal_positions(fn: Callable) -> None:
             "no causal mask: every query sees all L tokens, so every row reads the same value; pass "
             "is_causal=True": torch.full((B, L), L - 1.0, dtype=torch.float64),
         }
-        raise _diagnose(got, variants, case, "positions", expected)
+        raise checking.diagnose(got, variants, case, "positions", expected)
 
 
 # --------------------------------------------------------------------------- chapter 2: a causal self-attention module
@@ -181,8 +168,8 @@ _NOT_READ = (
 
 
 def _csa_variant(m, x, past_kv, mistake=None):
-    """Causal self-attention with the weights of ``m`` (a :class:`GroupedQueryAttention` with
-    ``n_kv_heads == n_heads``) and the cache ``past_kv``, written out, or with one classic mistake.
+    """Causal self-attention with the weights of ``m`` (a :class:`MultiHeadAttention`) and the
+    cache ``past_kv``, written out, or with one classic mistake.
     Returns ``(output, weights, (keys, values))``."""
     B, L, D = x.shape
     H = m.n_heads
@@ -248,8 +235,8 @@ def _csa_call(student, x: Tensor, past_kv, case: str):
     """``student(x)`` or ``student(x, past_kv=...)``, a crash with a cache explained."""
     try:
         if past_kv is None:
-            return _call(student, x.clone())
-        return _call(student, x.clone(), past_kv=tuple(t.clone() for t in past_kv))
+            return checking.call(student, x.clone())
+        return checking.call(student, x.clone(), past_kv=tuple(t.clone() for t in past_kv))
     except AssertionError as exc:
         msg = str(exc)
         if past_kv is not None and "Sizes of tensors must match except in dimension" in msg:
@@ -269,7 +256,7 @@ def _check_csa_shapes(result, B, H, L, S_past, D, case: str) -> None:
     if not isinstance(result, tuple) or len(result) != 3:
         raise AssertionError(
             f"for {case}: expected a tuple (output, weights, (keys, values)), as "
-            f"tl.GroupedQueryAttention returns, received {type(result).__name__}"
+            f"tl.MultiHeadAttention returns, received {type(result).__name__}"
         )
     out, w, present = result
     S, d = S_past + L, D // H
@@ -283,13 +270,7 @@ def _check_csa_shapes(result, B, H, L, S_past, D, case: str) -> None:
             f"wrong weights for {case}: shape {tuple(w.shape)}, the new positions only. Likely "
             f"mistake: {_NOT_READ}"
         )
-    _check_tensor(w, "weights", (B, H, L, S), case)
-    _check_tensor(out, "output", (B, L, D), case)
-    if not isinstance(present, tuple) or len(present) != 2:
-        raise AssertionError(
-            f"for {case}: expected (keys, values) as the third result, received "
-            f"{type(present).__name__}"
-        )
+    checking.check_cached_result(out, w, present, (B, H, L, S), (B, L, D), case)
     for what, t in zip(("keys", "values"), present):
         shape = tuple(t.shape) if isinstance(t, Tensor) else None
         mistake = None
@@ -310,43 +291,45 @@ def _check_csa_shapes(result, B, H, L, S_past, D, case: str) -> None:
             raise AssertionError(
                 f"wrong cached {what} for {case}: shape {shape}. Likely mistake: {mistake}"
             )
-        _check_tensor(t, f"cached {what}", (B, H, S, d), case)
+        checking.check_tensor(t, f"cached {what}", (B, H, S, d), case)
 
 
 def _compare_csa(result, ref, x: Tensor, past_kv, case: str, rows: slice | None = None) -> None:
     """Compare the learner's result with the package's ``ref`` (with variants named)."""
     out, w, (keys, values) = result
     with torch.no_grad():
-        ref_out, ref_w, (ref_k, ref_v) = ref(x, past_kv, is_causal=True)
+        ref_out, ref_w, (ref_k, ref_v) = ref(x, cache=past_kv, is_causal=True)
         variants = {msg: _csa_variant(ref, x, past_kv, m) for msg, m in _CSA_MISTAKES.items()}
     mask = causal_mask(x.shape[1], ref_k.shape[-2])
-    if not _close(w, ref_w) and _looks_inverted(w, mask):
+    if not checking.close(w, ref_w) and checking.looks_inverted(w, mask):
         raise AssertionError(
             f"wrong weights for {case}. Likely mistake: inverted mask polarity: True means 'may "
             "attend'; block the scores where the causal mask is False"
         )
     for what, got, expected, i in (("weights", w, ref_w, 1), ("output", out, ref_out, 0)):
-        if not _close(got, expected):
-            raise _diagnose(got, {m: r[i] for m, r in variants.items()}, case, what, expected)
-    if not _close(keys, ref_k):
-        if _close(keys, ref_v):
+        if not checking.close(got, expected):
+            raise checking.diagnose(
+                got, {m: r[i] for m, r in variants.items()}, case, what, expected
+            )
+    if not checking.close(keys, ref_k):
+        if checking.close(keys, ref_v):
             raise AssertionError(
                 f"wrong cached keys for {case}. Likely mistake: keys and values swapped in the "
                 "returned cache: return (keys, values), in that order"
             )
-        raise _diagnose(keys, {}, case, "cached keys", ref_k)
-    if not _close(values, ref_v):
-        raise _diagnose(values, {}, case, "cached values", ref_v)
+        raise checking.diagnose(keys, {}, case, "cached keys", ref_k)
+    if not checking.close(values, ref_v):
+        raise checking.diagnose(values, {}, case, "cached values", ref_v)
 
 
 def _csa_pair(cls, D: int, H: int, g: torch.Generator, owner: str):
     """The learner's module and the package's (float64, eval), with the package's weights copied in."""
     seed = int(torch.randint(0, 10_000, (1,), generator=g))
-    student = _build(cls, (D, H), {}, seed=seed)
+    student = checking.build(cls, (D, H), {}, seed=seed)
     with torch.random.fork_rng():
         torch.manual_seed(seed)
-        ref = GroupedQueryAttention(D, H, bias=True).double().eval()
-    _load_reference(student, ref, owner, _CSA_NAMES)
+        ref = MultiHeadAttention(D, H).double().eval()
+    checking.load_reference(student, ref, owner, _CSA_NAMES)
     return student.eval(), ref
 
 
@@ -356,11 +339,11 @@ _CSA_FULL = [(2, 5, 12, 3), (3, 4, 8, 2), (1, 1, 6, 3), (2, 7, 6, 3)]
 _CSA_CHUNKS = [(3, 4, 3, 8, 2), (2, 5, 1, 6, 3), (1, 2, 5, 12, 4)]
 
 
-@_checker("check_causal_self_attention_module")
+@checking.checker("check_causal_self_attention_module")
 def check_causal_self_attention_module(cls) -> None:
     """Check a module class ``cls(d_model, n_heads)``: causal multi-head self-attention with a key/value
-    cache, as :class:`~transformer_lite.nn.attention.GroupedQueryAttention` computes with
-    ``n_kv_heads = n_heads``, ``bias=True`` and ``is_causal=True``.
+    cache, as :class:`~transformer_lite.nn.attention.MultiHeadAttention` computes with
+    ``is_causal=True``.
 
     ``forward(x, past_kv=None)`` takes the ``L`` new positions ``x (B, L, d_model)`` and ``None`` or the
     ``(keys, values)`` a previous call returned, each ``(B, H, S_past, d_head)``, and returns ``(output,
@@ -380,7 +363,7 @@ def check_causal_self_attention_module(cls) -> None:
             swapped, heads split or merged in the wrong order, gradients cut).
     """
     owner = "check_causal_self_attention_module"
-    g = _gen(23)
+    g = checking.gen(23)
     name = getattr(cls, "__name__", "your module")
     for B, L, D, H in _CSA_FULL:
         case = f"{name}({D}, {H}) on x of shape {(B, L, D)}, no cache"
@@ -391,7 +374,7 @@ def check_causal_self_attention_module(cls) -> None:
         _check_csa_shapes(result, B, H, L, 0, D, case)
         _compare_csa(result, ref, x, None, case)
         upstream = torch.randn(B, L, D, generator=g, dtype=torch.float64)
-        _compare_grads(student, ref, x, upstream, case, ref_kwargs={"is_causal": True})
+        checking.compare_grads(student, ref, x, upstream, case, ref_kwargs={"is_causal": True})
 
     # a prompt, then one token at a time, each step fed the cache the learner's module returned
     B, P, steps, D, H = 2, 4, 3, 12, 3
@@ -411,10 +394,12 @@ def check_causal_self_attention_module(cls) -> None:
         _compare_csa(result, ref, x[:, a:b], ref_past, case)
         past = result[2]
         with torch.no_grad():
-            ref_past = ref(x[:, a:b], ref_past, is_causal=True)[2]
+            ref_past = ref(x[:, a:b], cache=ref_past, is_causal=True)[2]
             whole = ref(x[:, :b], is_causal=True)[0][:, a:b]  # the rows of the whole sequence
-        if not _close(result[0], whole):  # the claim of the cache: the rows of the whole sequence
-            raise _diagnose(result[0], {}, case, "output", whole)
+        if not checking.close(
+            result[0], whole
+        ):  # the claim of the cache: the rows of the whole sequence
+            raise checking.diagnose(result[0], {}, case, "output", whole)
 
     # several new tokens after a cache (the package's), and gradients through a cached step
     for B, S_past, L, D, H in _CSA_CHUNKS:
@@ -429,6 +414,5 @@ def check_causal_self_attention_module(cls) -> None:
         _check_csa_shapes(result, B, H, L, S_past, D, case)
         _compare_csa(result, ref, x, past, case)
         upstream = torch.randn(B, L, D, generator=g, dtype=torch.float64)
-        _compare_grads(
-            student, ref, x, upstream, case, ref_kwargs={"is_causal": True}, past_kv=past
-        )
+        ref_kwargs = {"is_causal": True}
+        checking.compare_grads(student, ref, x, upstream, case, ref_kwargs=ref_kwargs, cache=past)

@@ -1,8 +1,6 @@
 """Exercise checkers of chapter 3, ``notebooks/03_positional_encodings.ipynb``:
 the sinusoidal encoding and rotary position embedding, as functions and as modules (a
 positional-encoding module, and self-attention with rotary positions and a key/value cache).
-
-How a checker reports: see :mod:`transformer_lite.chapters.exercises`.
 """
 
 from __future__ import annotations
@@ -14,22 +12,11 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from ...nn.attention import GroupedQueryAttention, scaled_dot_product_attention
+from ...nn.attention import MultiHeadAttention, scaled_dot_product_attention
 from ...nn.masks import causal_mask
 from ...nn.positional import RotaryEmbedding, SinusoidalPositionalEncoding, apply_rotary
-from ._checking import (
-    ATOL,
-    _build,
-    _call,
-    _check_tensor,
-    _checker,
-    _close,
-    _compare_grads,
-    _diagnose,
-    _fresh,
-    _gen,
-    _load_reference,
-)
+from . import _checking as checking
+from ._checking import ATOL
 
 __all__ = [
     "reference_sinusoidal_positional_encoding",
@@ -75,7 +62,7 @@ def reference_sinusoidal_positional_encoding(
     return pe
 
 
-@_checker("check_sinusoidal_positional_encoding")
+@checking.checker("check_sinusoidal_positional_encoding")
 def check_sinusoidal_positional_encoding(fn: Callable) -> None:
     """Check ``fn(seq_len, d_model) -> (seq_len, d_model)``, the interleaved sinusoidal encoding (Vaswani et al., 2017).
 
@@ -85,10 +72,10 @@ def check_sinusoidal_positional_encoding(fn: Callable) -> None:
     """
     for seq_len, d_model in [(6, 8), (50, 16), (9, 7), (30, 33), (1, 4)]:
         case = f"seq_len={seq_len}, d_model={d_model}"
-        pe = _call(fn, seq_len, d_model)
-        _check_tensor(pe, "encoding", (seq_len, d_model), case)
+        pe = checking.call(fn, seq_len, d_model)
+        checking.check_tensor(pe, "encoding", (seq_len, d_model), case)
         ref = reference_sinusoidal_positional_encoding(seq_len, d_model)
-        if _close(pe, ref):
+        if checking.close(pe, ref):
             continue
         r = reference_sinusoidal_positional_encoding
         variants = {
@@ -109,13 +96,13 @@ def check_sinusoidal_positional_encoding(fn: Callable) -> None:
                 seq_len, d_model, exponent="i"
             ),
         }
-        raise _diagnose(pe, variants, case, "encoding", ref)
+        raise checking.diagnose(pe, variants, case, "encoding", ref)
 
 
 # --------------------------------------------------------------------------- rotary position embedding
 
 
-@_checker("check_rotary")
+@checking.checker("check_rotary")
 def check_rotary(fn: Callable) -> None:
     """Check ``fn(x, positions) -> x rotated``: RoPE (Su et al., RoFormer, Eq. 34), interleaved pairs.
 
@@ -129,17 +116,17 @@ def check_rotary(fn: Callable) -> None:
             wrong direction, positions off by one, positions argument ignored, exponent j/d instead of
             2j/d, no rotation at all).
     """
-    g = _gen(17)
+    g = checking.gen(17)
     # The first case has several rows and starts at 7, so "positions ignored" (rows at 0..L-1) and "no
     # rotation" differ there; with a single row at position 0 they would coincide.
     for batch, L, d, start in [((2, 3), 4, 6, 7), ((2,), 5, 8, 0), ((), 1, 4, 3), ((1,), 6, 16, 2)]:
         case = f"x of shape {(*batch, L, d)}, positions {start}..{start + L - 1}"
         x = torch.randn(*batch, L, d, generator=g, dtype=torch.float64)
         positions = torch.arange(start, start + L)
-        out = _call(fn, x.clone(), positions.clone())
-        _check_tensor(out, "output", x.shape, case)
+        out = checking.call(fn, x.clone(), positions.clone())
+        checking.check_tensor(out, "output", x.shape, case)
         ref = apply_rotary(x, positions)
-        if _close(out, ref):
+        if checking.close(out, ref):
             continue
         variants = {
             "wrong pairing: rotate features (2j, 2j+1) together, not (j, j + d/2) (that is the GPT-NeoX "
@@ -161,7 +148,7 @@ def check_rotary(fn: Callable) -> None:
             ),
             "no rotation: the output equals the input": x,
         }
-        raise _diagnose(out, variants, case, "output", ref)
+        raise checking.diagnose(out, variants, case, "output", ref)
 
 
 # --------------------------------------------------------------------------- the module exercises: shared
@@ -190,7 +177,7 @@ _TABLE = (
 def _pe_call(module, x: Tensor, offset: int):
     """``module(x)`` (``offset`` 0, the default) or ``module(x, offset=offset)``; a broadcasting error named."""
     try:
-        return _call(module, x, **({"offset": offset} if offset else {}))
+        return checking.call(module, x, **({"offset": offset} if offset else {}))
     except AssertionError as exc:
         if "must match the size" in str(exc):
             raise AssertionError(f"{exc} Likely mistake: {_BATCH_AXIS}") from exc
@@ -221,7 +208,7 @@ def _pe_variants(x: Tensor, offset: int) -> dict[str, Tensor]:
     }
 
 
-@_checker("check_sinusoidal_module")
+@checking.checker("check_sinusoidal_module")
 def check_sinusoidal_module(cls) -> None:
     """Check a module class ``cls(d_model, max_len, dropout=0.0)`` computing
     :class:`~transformer_lite.nn.positional.SinusoidalPositionalEncoding`.
@@ -240,11 +227,11 @@ def check_sinusoidal_module(cls) -> None:
             missing or in the wrong place, a float64 result for a float32 input, the table saved in the
             state_dict, a wrong table).
     """
-    g = _gen(31)
+    g = checking.gen(31)
     name = getattr(cls, "__name__", "your module")
     for B, L, D, max_len, offset in _PE_CASES:
         case = f"{name}({D}, {max_len}, dropout=0.3) on x of shape {(B, L, D)}, offset={offset}"
-        student = _build(cls, (D, max_len), {"dropout": 0.3}, seed=D)
+        student = checking.build(cls, (D, max_len), {"dropout": 0.3}, seed=D)
         ref = SinusoidalPositionalEncoding(D, max_len, dropout=0.3)
         saved, expected_keys = sorted(student.state_dict()), sorted(ref.state_dict())
         if saved != expected_keys:
@@ -258,17 +245,17 @@ def check_sinusoidal_module(cls) -> None:
         x = torch.randn(B, L, D, generator=g, dtype=torch.float64)
         with torch.no_grad():
             y = _pe_call(student, x.clone(), offset)
-            _check_tensor(y, "output", (B, L, D), case)
+            checking.check_tensor(y, "output", (B, L, D), case)
             again = _pe_call(student, x.clone(), offset)
             expected = ref(x, offset=offset)
-            if not torch.equal(y, again) and not _close(y, expected):
+            if not torch.equal(y, again) and not checking.close(y, expected):
                 raise AssertionError(
                     f"{case}: two calls in eval mode gave different outputs. Likely mistake: dropout active "
                     "in eval mode: call the module self.dropout (it follows model.eval()), never "
                     "F.dropout(..., training=True)"
                 )
-            if not _close(y, expected):
-                raise _diagnose(y, _pe_variants(x, offset), case, "output", expected)
+            if not checking.close(y, expected):
+                raise checking.diagnose(y, _pe_variants(x, offset), case, "output", expected)
             # train mode: the same seed must drop the same entries of the sum as the package
             student.train(), ref.train()
             pe = reference_sinusoidal_positional_encoding(L, D, start=offset)
@@ -281,17 +268,21 @@ def check_sinusoidal_module(cls) -> None:
                 x_dropped = F.dropout(x, p=0.3, training=True) + pe
                 torch.manual_seed(0)
                 pe_dropped = x + F.dropout(pe, p=0.3, training=True)
-            if not _close(y_train, expected_train):
+            if not checking.close(y_train, expected_train):
                 variants = {
                     "dropout never applied in training mode: return self.dropout(x + PE[...])": expected,
                     "dropout on x before the encoding is added: drop the sum, dropout(x + PE) "
                     "(Vaswani et al., 2017, Sec. 5.4)": x_dropped,
                     "dropout on the table only: drop the sum, dropout(x + PE)": pe_dropped,
                 }
-                raise _diagnose(y_train, variants, f"{case}, train mode", "output", expected_train)
+                raise checking.diagnose(
+                    y_train, variants, f"{case}, train mode", "output", expected_train
+                )
         student.eval(), ref.eval()
         upstream = torch.randn(B, L, D, generator=g, dtype=torch.float64)
-        _compare_grads(student, ref, x, upstream, case, **({"offset": offset} if offset else {}))
+        checking.compare_grads(
+            student, ref, x, upstream, case, **({"offset": offset} if offset else {})
+        )
     _check_float32(cls, name, g)
 
 
@@ -299,11 +290,11 @@ def _check_float32(cls, name: str, g: torch.Generator) -> None:
     """The last case of :func:`check_sinusoidal_module`: a float32 input gives a float32 output."""
     B, L, D, max_len = 2, 5, 8, 16
     case = f"{name}({D}, {max_len}) on a float32 x of shape {(B, L, D)} (the module as constructed)"
-    student = _build(cls, (D, max_len), {}, seed=D).eval()
+    student = checking.build(cls, (D, max_len), {}, seed=D).eval()
     x = torch.randn(B, L, D, generator=g)
     with torch.no_grad():
         y = _pe_call(student, x.clone(), 0)
-        _check_tensor(y, "output", (B, L, D), case)
+        checking.check_tensor(y, "output", (B, L, D), case)
         if y.dtype != x.dtype:
             raise AssertionError(
                 f"{case}: the output has dtype {y.dtype}. Likely mistake: the table's dtype promoted the "
@@ -311,8 +302,8 @@ def _check_float32(cls, name: str, g: torch.Generator) -> None:
                 "float64 table would turn the whole model's activations into float64)"
             )
         expected = SinusoidalPositionalEncoding(D, max_len)(x)
-        if not _close(y, expected):
-            raise _diagnose(y, _pe_variants(x, 0), case, "output", expected)
+        if not checking.close(y, expected):
+            raise checking.diagnose(y, _pe_variants(x, 0), case, "output", expected)
 
 
 # --------------------------------------------------------------------------- rotary positions in attention
@@ -320,7 +311,7 @@ def _check_float32(cls, name: str, g: torch.Generator) -> None:
 _ROPE_NAMES = "q_proj, k_proj, v_proj, out_proj (each nn.Linear(d_model, d_model), with a bias)"
 
 
-def _rope_variant(m: GroupedQueryAttention, x, past_kv, mask, is_causal, mistake=None):
+def _rope_variant(m: MultiHeadAttention, x, past_kv, mask, is_causal, mistake=None):
     """``m`` (``n_kv_heads == n_heads``, a rotary embedding of base 10000, interleaved) written out step
     by step, or with one classic mistake. Returns ``(output, weights, (keys, values))``."""
     B, L, D = x.shape
@@ -411,8 +402,8 @@ def _shift_gap(student, B: int, L: int, D: int, H: int, g: torch.Generator) -> f
     past = tuple(torch.randn(B, H, _SHIFT, D // H, generator=g, dtype=torch.float64) for _ in "kv")
     hidden = torch.cat((torch.zeros(L, _SHIFT, dtype=torch.bool), causal_mask(L, L)), dim=1)
     with torch.no_grad():
-        w0 = _call(student, x.clone(), is_causal=True)[1]
-        w1 = _call(student, x.clone(), past_kv=past, attn_mask=hidden)[1]
+        w0 = checking.call(student, x.clone(), is_causal=True)[1]
+        w1 = checking.call(student, x.clone(), past_kv=past, attn_mask=hidden)[1]
     return (w1[..., _SHIFT:].double() - w0.double()).abs().max().item()
 
 
@@ -426,12 +417,12 @@ def _not_relative(case: str, gap: float, what: str) -> AssertionError:
     )
 
 
-@_checker("check_rotary_attention_module")
+@checking.checker("check_rotary_attention_module")
 def check_rotary_attention_module(cls) -> None:
     """Check a module class ``cls(d_model, n_heads)``: self-attention whose queries and keys are turned
     by RoPE (Su et al., RoFormer, Eq. 34) in every head, with a key/value cache, as
-    :class:`~transformer_lite.nn.attention.GroupedQueryAttention` computes with ``n_kv_heads = n_heads``
-    and ``rotary=RotaryEmbedding(d_head)`` (base 10000, interleaved pairs ``(2j, 2j+1)``).
+    :class:`~transformer_lite.nn.attention.MultiHeadAttention` computes with
+    ``rotary=RotaryEmbedding(d_head)`` (base 10000, interleaved pairs ``(2j, 2j+1)``).
 
     ``forward(x, past_kv=None, attn_mask=None, is_causal=False)`` returns ``(output, weights,
     (keys, values))``: ``(B, L, d_model)``, ``(B, H, L, S)`` and the keys (rotated) and values of all
@@ -450,7 +441,7 @@ def check_rotary_attention_module(cls) -> None:
             again, a cache of unrotated keys or of the new positions only, a top-left causal mask, no
             rotation, positions that are not relative, gradients cut).
     """
-    g = _gen(37)
+    g = checking.gen(37)
     name = getattr(cls, "__name__", "your module")
     for B, S_past, L, D, H, kind in _ROPE_CASES:
         S, d = S_past + L, D // H
@@ -461,11 +452,11 @@ def check_rotary_attention_module(cls) -> None:
         case += {"causal": ", is_causal=True", "bool": f", bool mask {(L, S)}"}.get(
             kind, ", no mask"
         )
-        student = _build(cls, (D, H), {}, seed=D + H)
+        student = checking.build(cls, (D, H), {}, seed=D + H)
         with torch.random.fork_rng():
             torch.manual_seed(D + H)
-            ref = GroupedQueryAttention(D, H, bias=True, rotary=RotaryEmbedding(d)).double().eval()
-        _load_reference(student, ref, "check_rotary_attention_module", _ROPE_NAMES)
+            ref = MultiHeadAttention(D, H, rotary=RotaryEmbedding(d)).double().eval()
+        checking.load_reference(student, ref, "check_rotary_attention_module", _ROPE_NAMES)
         student.eval()
         x = torch.randn(B, L, D, generator=g, dtype=torch.float64)
         past = None
@@ -473,46 +464,44 @@ def check_rotary_attention_module(cls) -> None:
             with torch.no_grad():
                 x_past = torch.randn(B, S_past, D, generator=g, dtype=torch.float64)
                 past = ref(x_past, is_causal=True)[2]
-        kwargs = {"past_kv": past, "attn_mask": mask, "is_causal": is_causal}
+        kwargs = {"attn_mask": mask, "is_causal": is_causal}
         with torch.no_grad():
-            result = _call(student, x.clone(), **_fresh(kwargs))
+            result = checking.call(
+                student, x.clone(), **checking.fresh({"past_kv": past, **kwargs})
+            )
             if not isinstance(result, tuple) or len(result) != 3:
                 raise AssertionError(
                     f"for {case}: expected a tuple (output, weights, (keys, values)), as "
-                    f"tl.GroupedQueryAttention returns, received {type(result).__name__}"
+                    f"tl.MultiHeadAttention returns, received {type(result).__name__}"
                 )
             out, w, present = result
-            _check_tensor(w, "weights", (B, H, L, S), case)
-            _check_tensor(out, "output", (B, L, D), case)
-            if not isinstance(present, tuple) or len(present) != 2:
-                raise AssertionError(
-                    f"for {case}: expected (keys, values) as the third result, received "
-                    f"{type(present).__name__}"
-                )
-            ref_out, ref_w, (ref_k, ref_v) = ref(x, **kwargs)
+            checking.check_cached_result(out, w, present, (B, H, L, S), (B, L, D), case)
+            ref_out, ref_w, (ref_k, ref_v) = ref(x, cache=past, **kwargs)
             variants = {
                 msg: _rope_variant(ref, x, past, mask, is_causal, v)
                 for msg, v in _ROPE_MISTAKES.items()
             }
             for what, got, expected, i in (("weights", w, ref_w, 1), ("output", out, ref_out, 0)):
-                if _close(got, expected):
+                if checking.close(got, expected):
                     continue
-                matched = {m: r[i] for m, r in variants.items() if _close(got, r[i])}
+                matched = {m: r[i] for m, r in variants.items() if checking.close(got, r[i])}
                 if not matched:  # no known mistake: is the attention still relative?
                     try:
-                        gap = _shift_gap(student, B, L, D, H, _gen(41))
+                        gap = _shift_gap(student, B, L, D, H, checking.gen(41))
                     except AssertionError:  # the module fails on a cache: say what was wrong here
                         gap = 0.0
                     if gap > ATOL:
                         raise _not_relative(case, gap, what)
-                raise _diagnose(got, {m: r[i] for m, r in variants.items()}, case, what, expected)
+                raise checking.diagnose(
+                    got, {m: r[i] for m, r in variants.items()}, case, what, expected
+                )
             _check_cache(
                 present, ref_k, ref_v, variants["no rotation: " + _NO_ROTATION][2][0], S_past, case
             )
         upstream = torch.randn(B, L, D, generator=g, dtype=torch.float64)
-        _compare_grads(student, ref, x, upstream, case, **kwargs)
+        checking.compare_grads(student, ref, x, upstream, case, cache=past, **kwargs)
     B, L, D, H = 2, 5, 12, 3
-    gap = _shift_gap(student, B, L, D, H, _gen(41))
+    gap = _shift_gap(student, B, L, D, H, checking.gen(41))
     if gap > ATOL:
         raise _not_relative(f"{name}({D}, {H}) on x of shape {(B, L, D)}", gap, "weights")
 
@@ -530,14 +519,14 @@ def _check_cache(
                 f"positions returned: the cache holds the {what} of all S = S_past + L positions, the "
                 "past ones and the new ones, concatenated along the positions (dim=-2)"
             )
-        _check_tensor(got, f"cached {what}", (B, H, S, d), case)
-    if not _close(keys, ref_k):
-        if _close(keys, unrotated_k):
+        checking.check_tensor(got, f"cached {what}", (B, H, S, d), case)
+    if not checking.close(keys, ref_k):
+        if checking.close(keys, unrotated_k):
             raise AssertionError(
                 f"wrong cached keys for {case}. Likely mistake: the cache holds the keys before "
                 "rotation: return them rotated, as the package's cache does (each key is turned once, at "
                 "its own position, and never again)"
             )
-        raise _diagnose(keys, {}, case, "cached keys", ref_k)
-    if not _close(values, ref_v):
-        raise _diagnose(values, {}, case, "cached values", ref_v)
+        raise checking.diagnose(keys, {}, case, "cached keys", ref_k)
+    if not checking.close(values, ref_v):
+        raise checking.diagnose(values, {}, case, "cached values", ref_v)

@@ -1,8 +1,6 @@
 """Exercise checkers of chapter 4, ``notebooks/04_transformer_block.ipynb``:
 layer normalization and a pre-norm block, then the layer norm, the feed-forward network and the
 block (post-norm and pre-norm) as modules.
-
-How a checker reports: see :mod:`transformer_lite.chapters.exercises`.
 """
 
 from __future__ import annotations
@@ -15,17 +13,7 @@ import torch.nn.functional as F
 from ...nn.blocks import PositionwiseFeedForward, TransformerBlock
 from ...nn.masks import causal_mask
 from ...nn.normalization import LayerNorm
-from ._checking import (
-    _build,
-    _call,
-    _check_tensor,
-    _checker,
-    _close,
-    _compare_input_grads,
-    _diagnose,
-    _gen,
-    _load_reference,
-)
+from . import _checking as checking
 
 __all__ = [
     "check_layer_norm",
@@ -48,7 +36,7 @@ def _layer_norm_variant(
     return x_hat * weight + bias if affine else x_hat
 
 
-@_checker("check_layer_norm")
+@checking.checker("check_layer_norm")
 def check_layer_norm(fn: Callable) -> None:
     """Check ``fn(x, weight, bias, eps=1e-5)``: layer normalization over the last dimension (Ba et al., 2016).
 
@@ -59,17 +47,17 @@ def check_layer_norm(fn: Callable) -> None:
         AssertionError: naming the likely mistake (unbiased variance, eps outside the square root, wrong axis,
             missing scale/shift).
     """
-    g = _gen(7)
+    g = checking.gen(7)
     for shape, eps in [((2, 3, 5), 1e-5), ((4, 7), 0.5), ((3, 1, 6), 0.1), ((1, 4), 1e-5)]:
         D = shape[-1]
         x = torch.randn(*shape, generator=g, dtype=torch.float64) * 0.8 + 0.3
         weight = torch.rand(D, generator=g, dtype=torch.float64) + 0.5
         bias = torch.randn(D, generator=g, dtype=torch.float64)
         case = f"x of shape {shape}, eps={eps}"
-        y = _call(fn, x.clone(), weight.clone(), bias.clone(), eps=eps)
-        _check_tensor(y, "output", shape, case)
+        y = checking.call(fn, x.clone(), weight.clone(), bias.clone(), eps=eps)
+        checking.check_tensor(y, "output", shape, case)
         ref = _layer_norm_variant(x, weight, bias, eps)
-        if _close(y, ref):
+        if checking.close(y, ref):
             continue
         variants = {
             "unbiased variance: layer norm divides by D, not D - 1 (use unbiased=False / correction=0)": _layer_norm_variant(
@@ -94,7 +82,7 @@ def check_layer_norm(fn: Callable) -> None:
             variants["eps ignored: use the eps argument inside the square root"] = (
                 _layer_norm_variant(x, weight, bias, 1e-5)
             )
-        raise _diagnose(y, variants, case, "output", ref)
+        raise checking.diagnose(y, variants, case, "output", ref)
 
 
 # --------------------------------------------------------------------------- chapter 4: a pre-norm block
@@ -128,18 +116,18 @@ def _pre_norm_variant(block, x, mistake=None):
     return x + block.ff(n2(x))
 
 
-@_checker("check_pre_norm_block")
+@checking.checker("check_pre_norm_block")
 def check_pre_norm_block(fn: Callable) -> None:
     """Check ``fn(block, x) -> y``: the pre-norm forward pass of a :class:`~transformer_lite.nn.blocks.TransformerBlock`.
 
     ``y = h + ff(norm2(h))`` with ``h = x + self_attn(norm1(x))`` (Xiong et al., 2020), using the block's own
-    submodules (``block.self_attn(q, k, v)`` returns ``(output, weights)``); ``x`` and ``y`` are ``(B, L, D)``.
+    submodules (``block.self_attn(q, k, v)[0]`` is the output); ``x`` and ``y`` are ``(B, L, D)``.
 
     Raises:
         AssertionError: naming the likely mistake (post-norm order, one norm for both sublayers, a missing
             residual, a residual taken after the norm, keys/values not normalized).
     """
-    g = _gen(21)
+    g = checking.gen(21)
     for B, L, D, H in [(2, 5, 8, 2), (1, 1, 6, 3), (3, 4, 12, 4)]:
         case = f"x of shape {(B, L, D)}, n_heads={H}"
         with torch.random.fork_rng():  # seeded weights, without touching the caller's random state
@@ -153,12 +141,12 @@ def check_pre_norm_block(fn: Callable) -> None:
                 norm.bias.copy_(torch.randn(D, generator=g, dtype=torch.float64) * 0.5)
         x = torch.randn(B, L, D, generator=g, dtype=torch.float64) * 2.0 + 0.5
         with torch.no_grad():
-            y = _call(fn, block, x.clone())
+            y = checking.call(fn, block, x.clone())
             if isinstance(y, tuple):
                 y = y[0]
-            _check_tensor(y, "output", (B, L, D), case)
+            checking.check_tensor(y, "output", (B, L, D), case)
             ref = block(x)[0]
-            if _close(y, ref):
+            if checking.close(y, ref):
                 continue
             names = {
                 "post-norm order: pre-norm normalizes the sublayer's INPUT, x + sublayer(norm(x)), and never the sum": "post-norm",
@@ -169,7 +157,7 @@ def check_pre_norm_block(fn: Callable) -> None:
                 "no residual connection around the feed-forward: y = h + ff(norm2(h))": "no residual (feed-forward)",
             }
             variants = {msg: _pre_norm_variant(block, x, mistake) for msg, mistake in names.items()}
-            raise _diagnose(y, variants, case, "output", ref)
+            raise checking.diagnose(y, variants, case, "output", ref)
 
 
 # --------------------------------------------------------------------------- chapter 4: the block as modules
@@ -187,10 +175,10 @@ def _random_layer_norm(D: int, eps: float, g: torch.Generator) -> LayerNorm:
 def _compare_input_grad(student, ref, x, g, case, **kwargs) -> None:
     """The gradient of ``sum(output * R)`` with respect to ``x`` must agree (output already checked)."""
     upstream = torch.randn(x.shape, generator=g, dtype=torch.float64)
-    _compare_input_grads(student, ref, (x,), ("input",), upstream, case, **kwargs)
+    checking.compare_input_grads(student, ref, (x,), ("input",), upstream, case, **kwargs)
 
 
-@_checker("check_layer_norm_module")
+@checking.checker("check_layer_norm_module")
 def check_layer_norm_module(cls) -> None:
     """Check a module class ``cls(d_model, eps=1e-5)`` computing :class:`~transformer_lite.nn.normalization.LayerNorm`.
 
@@ -204,11 +192,11 @@ def check_layer_norm_module(cls) -> None:
             ``nn.Parameter``; unbiased variance, eps outside the square root, wrong axis, no scale and shift,
             eps ignored).
     """
-    g = _gen(17)
+    g = checking.gen(17)
     for shape, eps in [((2, 3, 5), 1e-5), ((4, 7), 0.5), ((3, 1, 6), 0.1), ((1, 4), 1e-5)]:
         D = shape[-1]
         case = f"{getattr(cls, '__name__', 'your module')}({D}, eps={eps}) on x of shape {shape}"
-        student = _build(cls, (D,), {"eps": eps}, seed=D)
+        student = checking.build(cls, (D,), {"eps": eps}, seed=D)
         params = dict(student.named_parameters())
         for name, init in (("weight", 1.0), ("bias", 0.0)):
             p = params.get(name)
@@ -223,14 +211,14 @@ def check_layer_norm_module(cls) -> None:
                     f"a new layer norm only standardizes; received shape {tuple(p.shape)}"
                 )
         ref = _random_layer_norm(D, eps, g)
-        _load_reference(student, ref, "check_layer_norm_module", "weight and bias")
+        checking.load_reference(student, ref, "check_layer_norm_module", "weight and bias")
         x = torch.randn(*shape, generator=g, dtype=torch.float64) * 0.8 + 0.3
         with torch.no_grad():
-            y = _call(student, x.clone())
-        _check_tensor(y, "output", shape, case)
+            y = checking.call(student, x.clone())
+        checking.check_tensor(y, "output", shape, case)
         w, b = ref.weight.detach(), ref.bias.detach()
         expected = _layer_norm_variant(x, w, b, eps)
-        if not _close(y, expected):
+        if not checking.close(y, expected):
             variants = {
                 "unbiased variance: layer norm divides by D, not D - 1 (use unbiased=False / correction=0)": _layer_norm_variant(
                     x, w, b, eps, unbiased=True
@@ -250,7 +238,7 @@ def check_layer_norm_module(cls) -> None:
                 if eps != 1e-5
                 else _layer_norm_variant(x, w, b, 0.0),
             }
-            raise _diagnose(y, variants, case, "output", expected)
+            raise checking.diagnose(y, variants, case, "output", expected)
         _compare_input_grad(student, ref, x, g, case)
 
 
@@ -262,7 +250,7 @@ def _ff_variant(ff, x, mistake=None):
     return F.relu(out) if mistake == "relu after linear2" else out
 
 
-@_checker("check_feed_forward_module")
+@checking.checker("check_feed_forward_module")
 def check_feed_forward_module(cls) -> None:
     """Check a module class ``cls(d_model, d_ff, dropout=0.0)`` computing
     :class:`~transformer_lite.nn.blocks.PositionwiseFeedForward` (ReLU).
@@ -276,50 +264,50 @@ def check_feed_forward_module(cls) -> None:
         AssertionError: naming the likely mistake (no activation, GELU, a ReLU after the last layer, dropout
             active in eval mode, dropout in the wrong place or missing in training).
     """
-    g = _gen(19)
+    g = checking.gen(19)
     for B, L, D, d_ff in [(2, 5, 8, 17), (1, 1, 6, 7), (3, 4, 12, 25)]:
         name = getattr(cls, "__name__", "your module")
         case = f"{name}({D}, {d_ff}, dropout=0.3) on x of shape {(B, L, D)}"
-        student = _build(cls, (D, d_ff), {"dropout": 0.3}, seed=D)
+        student = checking.build(cls, (D, d_ff), {"dropout": 0.3}, seed=D)
         with torch.random.fork_rng():
             torch.manual_seed(D)
             ref = PositionwiseFeedForward(D, d_ff, dropout=0.3).double()
-        _load_reference(
+        checking.load_reference(
             student, ref, "check_feed_forward_module", "linear1, linear2 (nn.Linear) and dropout"
         )
         student.eval(), ref.eval()
         x = torch.randn(B, L, D, generator=g, dtype=torch.float64)
         with torch.no_grad():
-            y = _call(student, x.clone())
-            _check_tensor(y, "output", (B, L, D), case)
-            again = _call(student, x.clone())
+            y = checking.call(student, x.clone())
+            checking.check_tensor(y, "output", (B, L, D), case)
+            again = checking.call(student, x.clone())
             expected = ref(x)
-            if not torch.equal(y, again) and not _close(y, expected):
+            if not torch.equal(y, again) and not checking.close(y, expected):
                 raise AssertionError(
                     f"{case}: two calls in eval mode gave different outputs. Likely mistake: dropout active "
                     "in eval mode: call the module self.dropout (it follows model.eval()), or "
                     "F.dropout(..., training=self.training), never F.dropout(..., training=True)"
                 )
-            if not _close(y, expected):
+            if not checking.close(y, expected):
                 variants = {
                     "no activation between the two linear layers: linear2(relu(linear1(x)))": "no activation",
                     "GELU instead of ReLU: the chapter's network, like the original Transformer, uses the ReLU": "gelu",
                     "a ReLU after the last layer too: the output of linear2 is not activated": "relu after linear2",
                 }
                 variants = {m: _ff_variant(ref, x, v) for m, v in variants.items()}
-                raise _diagnose(y, variants, case, "output", expected)
+                raise checking.diagnose(y, variants, case, "output", expected)
             # train mode: the same seed must drop the same hidden units as the package
             student.train(), ref.train()
             with torch.random.fork_rng():
                 torch.manual_seed(0)
-                y_train = _call(student, x.clone())
+                y_train = checking.call(student, x.clone())
                 torch.manual_seed(0)
                 expected_train = ref(x)
                 torch.manual_seed(0)
                 after = F.dropout(_ff_variant(ref, x), p=0.3, training=True)
                 torch.manual_seed(0)
                 before = ref.linear2(F.relu(ref.linear1(F.dropout(x, p=0.3, training=True))))
-            if not _close(y_train, expected_train):
+            if not checking.close(y_train, expected_train):
                 variants = {
                     "dropout never applied in training mode: apply self.dropout to the hidden activations, "
                     "between the ReLU and linear2": expected,
@@ -328,7 +316,9 @@ def check_feed_forward_module(cls) -> None:
                     "dropout in the wrong place: on the input; drop the hidden activations, between the "
                     "ReLU and linear2": before,
                 }
-                raise _diagnose(y_train, variants, f"{case}, train mode", "output", expected_train)
+                raise checking.diagnose(
+                    y_train, variants, f"{case}, train mode", "output", expected_train
+                )
         student.eval(), ref.eval()
         _compare_input_grad(student, ref, x, g, case)
 
@@ -382,7 +372,7 @@ _BLOCK_MISTAKES_BOTH = {
 _BLOCK_NAMES = "self_attn, ff (linear1, linear2), norm1, norm2 (weight, bias), dropout1, dropout2"
 
 
-@_checker("check_block_module")
+@checking.checker("check_block_module")
 def check_block_module(cls) -> None:
     """Check a module class ``cls(d_model, n_heads, d_ff, dropout=0.0, norm_first=False)`` computing
     :class:`~transformer_lite.nn.blocks.TransformerBlock`, post-norm and pre-norm.
@@ -399,7 +389,7 @@ def check_block_module(cls) -> None:
             a residual missing, one norm for both sublayers, dropout active in eval mode, the mask dropped),
             or that ``norm1`` / ``ff`` do not compute what they should (check them first).
     """
-    g = _gen(23)
+    g = checking.gen(23)
     for norm_first in (False, True):
         for B, L, D, H, masked in [(2, 5, 8, 2, False), (1, 1, 6, 3, False), (3, 4, 12, 4, True)]:
             d_ff = 2 * D + 1
@@ -408,14 +398,16 @@ def check_block_module(cls) -> None:
                 f"{name}({D}, {H}, {d_ff}, dropout=0.2, norm_first={norm_first}) on x of shape "
                 f"{(B, L, D)}" + (", causal bool mask" if masked else "")
             )
-            student = _build(cls, (D, H, d_ff), {"dropout": 0.2, "norm_first": norm_first}, seed=D)
+            student = checking.build(
+                cls, (D, H, d_ff), {"dropout": 0.2, "norm_first": norm_first}, seed=D
+            )
             with torch.random.fork_rng():
                 torch.manual_seed(D)
                 ref = TransformerBlock(D, H, d_ff, dropout=0.2, norm_first=norm_first).double()
             with torch.no_grad():
                 for norm in (ref.norm1, ref.norm2):
                     norm.load_state_dict(_random_layer_norm(D, 1e-5, g).state_dict())
-            _load_reference(student, ref, "check_block_module", _BLOCK_NAMES)
+            checking.load_reference(student, ref, "check_block_module", _BLOCK_NAMES)
             student.eval(), ref.eval()
             x = torch.randn(B, L, D, generator=g, dtype=torch.float64) * 2.0 + 0.5
             mask = causal_mask(L, L) if masked else None
@@ -426,29 +418,29 @@ def check_block_module(cls) -> None:
                     ("ff", "MyFeedForward"),
                 ):
                     sub = getattr(student, part)
-                    if not _close(_call(sub, x.clone()), getattr(ref, part)(x)):
+                    if not checking.close(checking.call(sub, x.clone()), getattr(ref, part)(x)):
                         raise AssertionError(
                             f"{case}: {part} does not compute what the package's {part} computes with the same "
                             f"weights; make {fix} pass its own checker first"
                         )
-                y = _call(student, x.clone(), attn_mask=mask)
+                y = checking.call(student, x.clone(), attn_mask=mask)
                 y = y[0] if isinstance(y, tuple) else y
-                _check_tensor(y, "output", (B, L, D), case)
-                again = _call(student, x.clone(), attn_mask=mask)
+                checking.check_tensor(y, "output", (B, L, D), case)
+                again = checking.call(student, x.clone(), attn_mask=mask)
                 again = again[0] if isinstance(again, tuple) else again
                 expected = ref(x, attn_mask=mask)[0]
-                if not torch.equal(y, again) and not _close(y, expected):
+                if not torch.equal(y, again) and not checking.close(y, expected):
                     raise AssertionError(
                         f"{case}: two calls in eval mode gave different outputs. Likely mistake: dropout active "
                         "in eval mode: call the modules self.dropout1 / self.dropout2 (they follow "
                         "model.eval()), never F.dropout(..., training=True)"
                     )
-                if not _close(y, expected):
+                if not checking.close(y, expected):
                     mistakes = {**_BLOCK_MISTAKES[norm_first], **_BLOCK_MISTAKES_BOTH}
                     if not masked:
                         mistakes.pop("mask not applied: pass attn_mask on to self.self_attn")
                     variants = {
                         m: _block_variant(ref, x, mask, norm_first, v) for m, v in mistakes.items()
                     }
-                    raise _diagnose(y, variants, case, "output", expected)
+                    raise checking.diagnose(y, variants, case, "output", expected)
             _compare_input_grad(student, ref, x, g, case, attn_mask=mask)

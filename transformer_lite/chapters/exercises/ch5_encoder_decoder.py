@@ -1,7 +1,5 @@
 """Exercise checkers of chapter 5, ``notebooks/05_encoder_decoder.ipynb``:
 teacher forcing's shift; the decoder block and the encoder-decoder model (its three masks) as modules.
-
-How a checker reports: see :mod:`transformer_lite.chapters.exercises`.
 """
 
 from __future__ import annotations
@@ -16,17 +14,7 @@ from ...models.encoder_decoder import EncoderDecoderConfig, EncoderDecoderTransf
 from ...nn.blocks import DecoderBlock
 from ...nn.masks import causal_mask, padding_mask
 from ...nn.normalization import LayerNorm
-from ._checking import (
-    _build,
-    _call,
-    _check_tensor,
-    _checker,
-    _close,
-    _compare_input_grads,
-    _diagnose,
-    _gen,
-    _load_reference,
-)
+from . import _checking as checking
 
 __all__ = [
     "check_shift_right",
@@ -38,7 +26,7 @@ __all__ = [
 # --------------------------------------------------------------------------- chapter 5: teacher forcing
 
 
-@_checker("check_shift_right")
+@checking.checker("check_shift_right")
 def check_shift_right(fn: Callable) -> None:
     """Check ``fn(tgt, bos_id) -> decoder_input``: teacher forcing's shift (Vaswani et al., 2017, Sec. 3.1).
 
@@ -48,12 +36,12 @@ def check_shift_right(fn: Callable) -> None:
         AssertionError: naming the likely mistake (shifted left, BOS appended instead of prepended, the last
             column kept so the length grows, BOS overwriting the first token).
     """
-    g = _gen(5)
+    g = checking.gen(5)
     for B, T, bos in [(3, 6, 1), (1, 1, 1), (4, 9, 7), (2, 2, 0)]:
         case = f"tgt of shape {(B, T)}, bos_id={bos}"
         tgt = torch.randint(3, 13, (B, T), generator=g)
         tgt[0, -1] = 0  # some padding at the end of the first row
-        out = _call(fn, tgt.clone(), bos)
+        out = checking.call(fn, tgt.clone(), bos)
         ref = torch.cat([torch.full((B, 1), bos), tgt[:, :-1]], dim=1)
         if (
             isinstance(out, Tensor)
@@ -64,7 +52,7 @@ def check_shift_right(fn: Callable) -> None:
                 f"wrong decoder input for {case}. Likely mistake: the last target column was kept, "
                 f"so the input is one longer than the target; drop it (tgt[:, :-1])"
             )
-        _check_tensor(out, "decoder input", (B, T), case)
+        checking.check_tensor(out, "decoder input", (B, T), case)
         if out.is_floating_point():
             raise AssertionError(
                 f"decoder input for {case}: expected integer token ids, received dtype {out.dtype}"
@@ -211,7 +199,7 @@ def _block_case(g, B, L, S, D, lengths):
     return x, memory, attn_mask, padding_mask(src_valid)  # (B, 1, 1, S)
 
 
-@_checker("check_decoder_block_module")
+@checking.checker("check_decoder_block_module")
 def check_decoder_block_module(cls) -> None:
     """Check a module class ``cls(d_model, n_heads, d_ff, dropout=0.0, norm_first=False)`` computing
     :class:`~transformer_lite.nn.blocks.DecoderBlock`, post-norm and pre-norm.
@@ -231,7 +219,7 @@ def check_decoder_block_module(cls) -> None:
             post-norm and pre-norm swapped, one norm for all sublayers, the sublayers' order, dropout
             active in eval mode).
     """
-    g = _gen(51)
+    g = checking.gen(51)
     name = getattr(cls, "__name__", "your module")
     cases = [  # B, L, S, D, H, (target lengths, source lengths) or None
         (2, 5, 7, 8, 2, None),
@@ -248,27 +236,31 @@ def check_decoder_block_module(cls) -> None:
                 f"{(B, L, D)}, memory of shape {(B, S, D)}"
                 + (", causal and padding masks" if lengths else ", no masks")
             )
-            student = _build(cls, (D, H, d_ff), {"dropout": 0.2, "norm_first": norm_first}, seed=D)
+            student = checking.build(
+                cls, (D, H, d_ff), {"dropout": 0.2, "norm_first": norm_first}, seed=D
+            )
             with torch.random.fork_rng():
                 torch.manual_seed(D)
                 ref = DecoderBlock(D, H, d_ff, dropout=0.2, norm_first=norm_first).double()
             _random_norms(ref, g)
-            _load_reference(student, ref, "check_decoder_block_module", _DECODER_BLOCK_NAMES)
+            checking.load_reference(
+                student, ref, "check_decoder_block_module", _DECODER_BLOCK_NAMES
+            )
             student.eval(), ref.eval()
             x, memory, attn_mask, memory_mask = _block_case(g, B, L, S, D, lengths)
             masks = {"attn_mask": attn_mask, "memory_mask": memory_mask}
             with torch.no_grad():
-                y = _first(_call(student, x.clone(), memory.clone(), **masks))
-                _check_tensor(y, "output", (B, L, D), case)
-                again = _first(_call(student, x.clone(), memory.clone(), **masks))
+                y = _first(checking.call(student, x.clone(), memory.clone(), **masks))
+                checking.check_tensor(y, "output", (B, L, D), case)
+                again = _first(checking.call(student, x.clone(), memory.clone(), **masks))
                 expected = ref(x, memory, **masks)[0]
-                if not torch.equal(y, again) and not _close(y, expected):
+                if not torch.equal(y, again) and not checking.close(y, expected):
                     raise AssertionError(
                         f"{case}: two calls in eval mode gave different outputs. Likely mistake: "
                         "dropout active in eval mode: call the modules self.dropout1..3 (they follow "
                         "model.eval()), never F.dropout(..., training=True)"
                     )
-                if not _close(y, expected):
+                if not checking.close(y, expected):
                     mistakes = {**_DECODER_MISTAKES[norm_first], **_DECODER_MISTAKES_BOTH}
                     variants = _variants(
                         lambda m: _decoder_variant(
@@ -276,9 +268,9 @@ def check_decoder_block_module(cls) -> None:
                         ),
                         mistakes,
                     )
-                    raise _diagnose(y, variants, case, "output", expected)
+                    raise checking.diagnose(y, variants, case, "output", expected)
             upstream = torch.randn(B, L, D, generator=g, dtype=torch.float64)
-            _compare_input_grads(
+            checking.compare_input_grads(
                 student,
                 ref,
                 (x, memory),
@@ -397,7 +389,7 @@ def _ids(g, B, n, vocab, lengths):
     return ids.masked_fill(~valid, 0), valid
 
 
-@_checker("check_encoder_decoder_module")
+@checking.checker("check_encoder_decoder_module")
 def check_encoder_decoder_module(cls) -> None:
     """Check a module class ``cls(config)`` (a :class:`~transformer_lite.models.encoder_decoder.EncoderDecoderConfig`)
     computing :class:`~transformer_lite.models.encoder_decoder.EncoderDecoderTransformer` with the
@@ -419,7 +411,7 @@ def check_encoder_decoder_module(cls) -> None:
             final norm missing; the decoder reading the embeddings), or that a decoder block does not
             compute what the package's computes (make it pass ``check_decoder_block_module`` first).
     """
-    g = _gen(52)
+    g = checking.gen(52)
     name = getattr(cls, "__name__", "your module")
     cases = [  # B, S, L, D, H, source lengths, target lengths
         (1, 5, 1, 6, 2, None, None),
@@ -449,13 +441,13 @@ def check_encoder_decoder_module(cls) -> None:
                     else ", no padding"
                 )
             )
-            student = _build(cls, (config,), {}, seed=D)
+            student = checking.build(cls, (config,), {}, seed=D)
             with torch.random.fork_rng():
                 torch.manual_seed(D)
                 ref = EncoderDecoderTransformer(config).double()
             _random_norms(ref, g)
             weights = {_student_key(k): v for k, v in ref.state_dict().items()}
-            _load_reference(
+            checking.load_reference(
                 student, _StateDict(weights), "check_encoder_decoder_module", _MODEL_NAMES
             )
             student.eval(), ref.eval()
@@ -464,27 +456,27 @@ def check_encoder_decoder_module(cls) -> None:
             paddings = {"src_padding": src_valid, "tgt_padding": tgt_valid}
             with torch.no_grad():
                 _check_decoder_layers(student, ref, g, B, L, S, D, src_valid, tgt_valid, case)
-                out = _first(_call(student, src.clone(), tgt.clone(), **paddings))
-                _check_tensor(out, "logits", (B, L, 13), case)
-                again = _first(_call(student, src.clone(), tgt.clone(), **paddings))
-                expected = ref(src, tgt, **paddings)
-                if not torch.equal(out, again) and not _close(out, expected):
+                out = _first(checking.call(student, src.clone(), tgt.clone(), **paddings))
+                checking.check_tensor(out, "logits", (B, L, 13), case)
+                again = _first(checking.call(student, src.clone(), tgt.clone(), **paddings))
+                expected = ref(src, tgt, **paddings).logits
+                if not torch.equal(out, again) and not checking.close(out, expected):
                     raise AssertionError(
                         f"{case}: two calls in eval mode gave different outputs. Likely mistake: "
                         "dropout active in eval mode (self.pos and the blocks' dropout modules follow "
                         "model.eval(); never F.dropout(..., training=True))"
                     )
-                if not _close(out, expected):
+                if not checking.close(out, expected):
                     variants = _variants(
                         lambda m: _model_variant(ref, src, tgt, src_valid, tgt_valid, m),
                         _MODEL_MISTAKES,
                     )
-                    raise _diagnose(out, variants, case, "logits", expected)
+                    raise checking.diagnose(out, variants, case, "logits", expected)
             _compare_parameter_grads(student, ref, (src, tgt), paddings, g, case)
 
 
 class _StateDict:
-    """Stands for a module in :func:`_load_reference`: its ``state_dict()`` is the given mapping."""
+    """Stands for a module in :func:`load_reference`: its ``state_dict()`` is the given mapping."""
 
     def __init__(self, weights: dict) -> None:
         self.weights = weights
@@ -502,11 +494,13 @@ def _check_decoder_layers(student, ref, g, B, L, S, D, src_valid, tgt_valid, cas
     x, memory, attn_mask, memory_mask = _block_case(g, B, L, S, D, lengths)
     for i, layer in enumerate(ref.decoder.layers):
         got = _first(
-            _call(
+            checking.call(
                 layers[i], x.clone(), memory.clone(), attn_mask=attn_mask, memory_mask=memory_mask
             )
         )
-        if not _close(got, layer(x, memory, attn_mask=attn_mask, memory_mask=memory_mask)[0]):
+        if not checking.close(
+            got, layer(x, memory, attn_mask=attn_mask, memory_mask=memory_mask)[0]
+        ):
             raise AssertionError(
                 f"{case}: decoder block {i} of your model does not compute what the package's "
                 "DecoderBlock computes with the same weights; make MyDecoderBlock pass "
@@ -521,7 +515,7 @@ def _compare_parameter_grads(student, ref, ids, paddings, g, case) -> None:
     upstream = None
     for module in (student, ref):
         module.zero_grad(set_to_none=True)
-        out = _first(_call(module, *(t.clone() for t in ids), **paddings))
+        out = _first(checking.call(module, *(t.clone() for t in ids), **paddings))
         if upstream is None:
             upstream = torch.randn(out.shape, generator=g, dtype=torch.float64)
         if out.requires_grad:
@@ -537,7 +531,7 @@ def _compare_parameter_grads(student, ref, ids, paddings, g, case) -> None:
                     "inside forward"
                 )
             continue
-        if not _close(mine.grad, expected):
+        if not checking.close(mine.grad, expected):
             err = (mine.grad - expected).abs().max().item()
             raise AssertionError(
                 f"wrong gradient of {_student_key(key)} for {case} (largest difference {err:.3g}), "

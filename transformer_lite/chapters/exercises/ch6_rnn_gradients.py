@@ -1,7 +1,5 @@
 """Exercise checkers of chapter 6, ``notebooks/06_rnn_gradients.ipynb``:
 an RNN step's Jacobian; the Elman RNN cell and the GRU cell as modules, with their step Jacobians.
-
-How a checker reports: see :mod:`transformer_lite.chapters.exercises`.
 """
 
 from __future__ import annotations
@@ -12,16 +10,7 @@ from collections.abc import Callable
 import torch
 from torch import nn
 
-from ._checking import (
-    _call,
-    _check_tensor,
-    _checker,
-    _close,
-    _compare_input_grads,
-    _diagnose,
-    _gen,
-    _load_reference,
-)
+from . import _checking as checking
 
 __all__ = [
     "check_rnn_step_jacobian",
@@ -40,7 +29,7 @@ def _rnn_case(g, B, H):
     return w, h
 
 
-@_checker("check_rnn_step_jacobian")
+@checking.checker("check_rnn_step_jacobian")
 def check_rnn_step_jacobian(fn: Callable) -> None:
     """Check ``fn(weight_hh, h) -> J``: the step Jacobian of the Elman RNN ``h_t = tanh(a_t)``.
 
@@ -55,14 +44,14 @@ def check_rnn_step_jacobian(fn: Callable) -> None:
             instead of ``1 - h**2``, ``tanh'`` applied to ``h`` as if it were the pre-activation, columns
             scaled instead of rows).
     """
-    g = _gen(23)
+    g = checking.gen(23)
     for B, H in [(3, 5), (1, 1), (2, 8), (1, 7)]:
         case = f"weight_hh of shape {(H, H)}, h of shape {(B, H)}"
         w, h = _rnn_case(g, B, H)
-        out = _call(fn, w.clone(), h.clone())
-        _check_tensor(out, "Jacobian", (B, H, H), case)
+        out = checking.call(fn, w.clone(), h.clone())
+        checking.check_tensor(out, "Jacobian", (B, H, H), case)
         ref = (1 - h**2)[:, :, None] * w  # (B, H, 1) * (H, H): row i scaled by tanh'(a_i)
-        if _close(out, ref):
+        if checking.close(out, ref):
             continue
         variants = {
             "missing the tanh derivative: J = diag(1 - h_t**2) W_hh, not W_hh alone": w.expand(
@@ -76,7 +65,7 @@ def check_rnn_step_jacobian(fn: Callable) -> None:
             "scaled the columns instead of the rows: J = diag(1 - h_t**2) W_hh multiplies row i by "
             "1 - h_t[i]**2": w * (1 - h**2)[:, None, :],
         }
-        raise _diagnose(out, variants, case, "Jacobian", ref)
+        raise checking.diagnose(out, variants, case, "Jacobian", ref)
 
 
 # --------------------------------------------------------------------------- chapter 6: the cells as modules
@@ -208,13 +197,13 @@ _GRU_JACOBIAN_MISTAKES = {
 def _check_cell(
     cls, name, torch_cls, forward_variant, forward_mistakes, jacobian, jacobian_mistakes, seed
 ):
-    g = _gen(seed)
+    g = checking.gen(seed)
     owner = getattr(cls, "__name__", "your module")
     for B, I, H in [(3, 4, 5), (1, 1, 1), (2, 7, 3), (4, 3, 8)]:
         case = f"{owner}({I}, {H}) on x of shape {(B, I)}, h of shape {(B, H)}"
         with torch.random.fork_rng():
             torch.manual_seed(seed + H)
-            student = _call(cls, I, H)
+            student = checking.call(cls, I, H)
             ref = torch_cls(I, H, dtype=torch.float64)
         if not isinstance(student, nn.Module):
             raise AssertionError(
@@ -223,29 +212,29 @@ def _check_cell(
         with torch.no_grad():  # biases of order 1, so that a missing or misplaced one shows
             for p in (ref.bias_ih, ref.bias_hh):
                 p.copy_(torch.randn(p.shape, generator=g, dtype=torch.float64))
-        _load_reference(student, ref, name, _CELL_NAMES)
+        checking.load_reference(student, ref, name, _CELL_NAMES)
         params = {k: v.detach() for k, v in ref.named_parameters()}
         x = torch.randn(B, I, generator=g, dtype=torch.float64) * 1.5
         h = torch.tanh(1.5 * torch.randn(B, H, generator=g, dtype=torch.float64))  # in (-1, 1)
         with torch.no_grad():
-            out = _call(student, x.clone(), h.clone())
-            _check_tensor(out, "new state", (B, H), case)
+            out = checking.call(student, x.clone(), h.clone())
+            checking.check_tensor(out, "new state", (B, H), case)
             expected = ref(x, h)
-            if not _close(out, expected):
+            if not checking.close(out, expected):
                 variants = {
                     m: forward_variant(params, x, h, v) for m, v in forward_mistakes.items()
                 }
-                raise _diagnose(out, variants, case, "new state", expected)
+                raise checking.diagnose(out, variants, case, "new state", expected)
         upstream = torch.randn(B, H, generator=g, dtype=torch.float64)
-        _compare_input_grads(student, ref, (x, h), ("input x", "state h"), upstream, case)
+        checking.compare_input_grads(student, ref, (x, h), ("input x", "state h"), upstream, case)
         _compare_parameter_grads(student, ref, (x, h), upstream, case)
         with torch.no_grad():
-            J = _call(student.step_jacobian, x.clone(), h.clone())
-        _check_tensor(J, "step_jacobian", (B, H, H), case)
+            J = checking.call(student.step_jacobian, x.clone(), h.clone())
+        checking.check_tensor(J, "step_jacobian", (B, H, H), case)
         expected = _autograd_jacobian(ref, x, h)
-        if not _close(J, expected):
+        if not checking.close(J, expected):
             variants = {m: jacobian(params, x, h, v) for m, v in jacobian_mistakes.items()}
-            raise _diagnose(J, variants, case, "step_jacobian (d h_new / d h)", expected)
+            raise checking.diagnose(J, variants, case, "step_jacobian (d h_new / d h)", expected)
 
 
 def _compare_parameter_grads(student, ref, inputs, upstream, case) -> None:
@@ -257,7 +246,7 @@ def _compare_parameter_grads(student, ref, inputs, upstream, case) -> None:
             out.backward(upstream)
     for key, p in ref.named_parameters():
         gs = mine[key].grad
-        if gs is None or not _close(gs, p.grad):
+        if gs is None or not checking.close(gs, p.grad):
             raise AssertionError(
                 f"wrong gradient of {key} for {case}, although the new state is right. Likely "
                 "mistake: part of forward is cut from the graph (.detach(), .data, torch.no_grad()), or "
@@ -265,7 +254,7 @@ def _compare_parameter_grads(student, ref, inputs, upstream, case) -> None:
             )
 
 
-@_checker("check_rnn_cell_module")
+@checking.checker("check_rnn_cell_module")
 def check_rnn_cell_module(cls) -> None:
     """Check a module class ``cls(input_size, hidden_size)`` computing ``torch.nn.RNNCell`` (tanh), with a
     ``step_jacobian``.
@@ -293,7 +282,7 @@ def _gru_cell(p, x, h, mistake=None):
     return _gru_parts(p, x, h, mistake)[-1]
 
 
-@_checker("check_gru_cell_module")
+@checking.checker("check_gru_cell_module")
 def check_gru_cell_module(cls) -> None:
     """Check a module class ``cls(input_size, hidden_size)`` computing ``torch.nn.GRUCell``, with a
     ``step_jacobian``.

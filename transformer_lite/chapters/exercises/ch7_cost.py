@@ -1,7 +1,5 @@
 """Exercise checkers of chapter 7, ``notebooks/07_cost.ipynb``:
 merging two blocks' online-softmax statistics; attention computed tile by tile with the online softmax.
-
-How a checker reports: see :mod:`transformer_lite.chapters.exercises`.
 """
 
 from __future__ import annotations
@@ -13,16 +11,7 @@ from torch import Tensor
 
 from ...nn.attention import scaled_dot_product_attention
 from ...nn.masks import causal_mask
-from ._checking import (
-    _call,
-    _check_tensor,
-    _checker,
-    _close,
-    _compare_input_grads,
-    _diagnose,
-    _gen,
-    _input_grads,
-)
+from . import _checking as checking
 
 __all__ = [
     "check_online_softmax_merge",
@@ -40,7 +29,7 @@ def _block_stats(scores: Tensor, v: Tensor) -> tuple[Tensor, Tensor, Tensor]:
     return m, p.sum(dim=-1, keepdim=True), p @ v  # (..., L, 1), (..., L, 1), (..., L, d_v)
 
 
-@_checker("check_online_softmax_merge")
+@checking.checker("check_online_softmax_merge")
 def check_online_softmax_merge(fn: Callable) -> None:
     """Check ``fn(stats_a, stats_b) -> (m, l, acc)``: merge two key blocks' online-softmax statistics.
 
@@ -56,7 +45,7 @@ def check_online_softmax_merge(fn: Callable) -> None:
         AssertionError: naming the likely mistake (no rescaling, rescaling by ``exp(m - m_old)``, keeping the
             first block's maximum, rescaling ``l`` but not ``acc``, returning the normalized output).
     """
-    g = _gen(29)
+    g = checking.gen(29)
     for batch, L, S_a, S_b, d_v, shift in [
         ((), 4, 3, 5, 2, 0.0),
         ((2,), 1, 4, 4, 3, 0.0),
@@ -72,7 +61,7 @@ def check_online_softmax_merge(fn: Callable) -> None:
         v_a = torch.randn(*batch, S_a, d_v, generator=g, dtype=torch.float64)
         v_b = torch.randn(*batch, S_b, d_v, generator=g, dtype=torch.float64)
         a, b = _block_stats(s_a, v_a), _block_stats(s_b, v_b)
-        result = _call(fn, tuple(t.clone() for t in a), tuple(t.clone() for t in b))
+        result = checking.call(fn, tuple(t.clone() for t in a), tuple(t.clone() for t in b))
         if not isinstance(result, tuple) or len(result) != 3:
             raise AssertionError(
                 f"for {case}: expected a tuple (m, l, acc), received {type(result).__name__}"
@@ -83,27 +72,27 @@ def check_online_softmax_merge(fn: Callable) -> None:
             ("l", l, (*batch, L, 1)),
             ("acc", acc, (*batch, L, d_v)),
         ):
-            _check_tensor(value, name, shape, case)
+            checking.check_tensor(value, name, shape, case)
         # the union, computed at once
         ref = _block_stats(torch.cat([s_a, s_b], -1), torch.cat([v_a, v_b], -2))
         # attention output
         full = torch.softmax(torch.cat([s_a, s_b], -1), -1) @ torch.cat([v_a, v_b], -2)
-        if all(_close(got, want) for got, want in zip(result, ref)):
+        if all(checking.close(got, want) for got, want in zip(result, ref)):
             continue
         (m_a, l_a, acc_a), (m_b, l_b, acc_b) = a, b
         m_new = torch.maximum(m_a, m_b)
         ea, eb = torch.exp(m_a - m_new), torch.exp(m_b - m_new)
-        if _close(acc, full) and not _close(acc, ref[2]):
+        if checking.close(acc, full) and not checking.close(acc, ref[2]):
             raise AssertionError(
                 f"wrong acc for {case}. Likely mistake: returned the normalized output acc / l; "
                 "return the unnormalized acc (divide only once, after the last block)"
             )
-        if _close(l, ea * l_a + eb * l_b) and _close(acc, acc_a + acc_b):
+        if checking.close(l, ea * l_a + eb * l_b) and checking.close(acc, acc_a + acc_b):
             raise AssertionError(
                 f"wrong acc for {case}. Likely mistake: rescaled l but not acc; both sums were "
                 "taken relative to their own block's maximum, so both need exp(m_X - m)"
             )
-        if not _close(m, ref[0]) and _close(m, m_a):
+        if not checking.close(m, ref[0]) and checking.close(m, m_a):
             raise AssertionError(
                 f"wrong m for {case}. Likely mistake: kept the first block's maximum; the running "
                 "maximum is max(m_a, m_b) (the second block may hold a larger score)"
@@ -117,11 +106,11 @@ def check_online_softmax_merge(fn: Callable) -> None:
             ),
         }
         for mistake, (vl, vacc) in variants.items():
-            if _close(l, vl) or _close(acc, vacc):
+            if checking.close(l, vl) or checking.close(acc, vacc):
                 raise AssertionError(f"wrong l or acc for {case}. Likely mistake: {mistake}")
         for name, got, want in zip(("m", "l", "acc"), result, ref):
-            if not _close(got, want):
-                raise _diagnose(got, {}, case, name, want)
+            if not checking.close(got, want):
+                raise checking.diagnose(got, {}, case, name, want)
 
 
 # --------------------------------------------------------------------------- chapter 7: tiled attention
@@ -312,7 +301,7 @@ def _check_nonfinite(out: Tensor, mask, is_causal: bool, L: int, S: int, kind, c
     )
 
 
-@_checker("check_tiled_attention")
+@checking.checker("check_tiled_attention")
 def check_tiled_attention(fn: Callable) -> None:
     """Check ``fn(query, key, value, block_size, attn_mask=None, is_causal=False) -> output``: attention
     computed tile by tile with the online softmax, never holding the ``L x S`` scores.
@@ -336,22 +325,22 @@ def check_tiled_attention(fn: Callable) -> None:
             the last partial block dropped, the causal mask not offset per tile or aligned top-left, the
             scores not scaled, inverted mask polarity, NaN for a fully masked row or tile, gradients cut).
     """
-    g = _gen(47)
+    g = checking.gen(47)
     for batch, L, S, d_k, d_v, block, kind in _TILED_CASES:
         case = _tiled_case(batch, L, S, d_k, d_v, block, kind)
         q, k, v, mask = _tiled_inputs(batch, L, S, d_k, d_v, kind, g)
         is_causal = kind == "causal"
         kwargs = {"attn_mask": None if mask is None else mask.clone(), "is_causal": is_causal}
         with torch.no_grad():
-            out = _call(fn, q.clone(), k.clone(), v.clone(), block, **kwargs)
+            out = checking.call(fn, q.clone(), k.clone(), v.clone(), block, **kwargs)
         if isinstance(out, tuple):
             raise AssertionError(
                 f"for {case}: expected the output tensor alone (the tiled attention never holds the "
                 f"weights), received a tuple of {len(out)}"
             )
-        _check_tensor(out, "output", (*batch, L, d_v), case)
+        checking.check_tensor(out, "output", (*batch, L, d_v), case)
         expected = scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=is_causal)[0]
-        if not _close(out, expected):
+        if not checking.close(out, expected):
             _check_nonfinite(out, mask, is_causal, L, S, kind, case)
             if kind == "padded" and bool((out.double()[..., :3, :] == 0).all()):
                 raise AssertionError(
@@ -362,11 +351,11 @@ def check_tiled_attention(fn: Callable) -> None:
                 msg: _tiled_variant(q, k, v, block, mask, is_causal, m)
                 for msg, m in _TILED_MISTAKES.items()
             }
-            raise _diagnose(out, variants, case, "output", expected)
+            raise checking.diagnose(out, variants, case, "output", expected)
         if kind in (None, "causal", "padded") and block in (2, 3):
             upstream = torch.randn(*batch, L, d_v, generator=g, dtype=torch.float64)
             _check_nan_grads(fn, block, (q, k, v), upstream, case, kwargs)
-            _compare_input_grads(
+            checking.compare_input_grads(
                 _Positional(fn, block),
                 _Positional(_direct, block),
                 (q, k, v),
@@ -379,7 +368,7 @@ def check_tiled_attention(fn: Callable) -> None:
 
 def _check_nan_grads(fn: Callable, block: int, inputs, upstream: Tensor, case: str, kwargs) -> None:
     """A NaN that the forward hides (``torch.where``) still reaches the gradients: name where it comes from."""
-    _, grads = _input_grads(_Positional(fn, block), inputs, upstream, **kwargs)
+    _, grads = checking.input_grads(_Positional(fn, block), inputs, upstream, **kwargs)
     if any(gr is not None and torch.isnan(gr).any() for gr in grads):
         raise AssertionError(
             f"the gradients are NaN for {case}, although the output is right. Likely mistake: a tile in "

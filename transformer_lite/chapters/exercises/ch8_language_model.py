@@ -1,7 +1,5 @@
 """Exercise checkers of chapter 8, ``notebooks/08_language_model.ipynb``:
 the next-token loss, temperature and top-k, loss units, the size of a key/value cache.
-
-How a checker reports: see :mod:`transformer_lite.chapters.exercises`.
 """
 
 from __future__ import annotations
@@ -12,8 +10,9 @@ from collections.abc import Callable
 import torch
 from torch import Tensor
 
-from ...models.decoder_only import DecoderOnlyConfig, DecoderOnlyTransformer, KVCache
-from ._checking import _call, _check_tensor, _checker, _close, _diagnose, _gen
+from ...models.decoder_only import DecoderOnlyConfig, DecoderOnlyTransformer
+from ...outputs import KVCache
+from . import _checking as checking
 
 __all__ = [
     "check_next_token_loss",
@@ -38,7 +37,7 @@ def _nll_against(logits: Tensor, targets: Tensor, dim: int = -1) -> Tensor:
     return -log_p.gather(-1, targets[..., None]).squeeze(-1)  # (B, T)
 
 
-@_checker("check_next_token_loss")
+@checking.checker("check_next_token_loss")
 def check_next_token_loss(fn: Callable) -> None:
     """Check ``fn(logits, ids) -> loss``: the mean next-token cross-entropy of a language model, in nats.
 
@@ -54,7 +53,7 @@ def check_next_token_loss(fn: Callable) -> None:
             ``torch.roll``, sum instead of mean, bits instead of nats, mean of -log p over the vocabulary,
             dividing by L instead of L - 1, log-softmax over the wrong axis, raw logits without the log-softmax).
     """
-    g = _gen(31)
+    g = checking.gen(31)
     # The first case is the most telling: B > 1 and L > 2, so every mistake below gives a different number.
     for B, L, V in [(3, 6, 7), (2, 2, 5), (1, 9, 11), (4, 3, 3)]:
         case = f"logits of shape {(B, L, V)}, ids of shape {(B, L)}"
@@ -63,7 +62,7 @@ def check_next_token_loss(fn: Callable) -> None:
         ids[:, 1] = (
             ids[:, 0] + 1
         ) % V  # the first two tokens of every row differ: a missing shift shows
-        loss = _call(fn, logits.clone(), ids.clone())
+        loss = checking.call(fn, logits.clone(), ids.clone())
         if not isinstance(loss, Tensor):
             raise AssertionError(
                 f"loss for {case}: expected a 0-dim torch.Tensor, received {type(loss).__name__}"
@@ -80,7 +79,7 @@ def check_next_token_loss(fn: Callable) -> None:
             )
         nll = _next_token_nll(logits, ids)  # (B, L-1)
         ref = nll.mean()
-        if _close(loss, ref):
+        if checking.close(loss, ref):
             continue
         n = B * (L - 1)
         variants = {
@@ -115,7 +114,7 @@ def check_next_token_loss(fn: Callable) -> None:
             .gather(-1, ids[:, 1:, None])
             .mean(),
         }
-        raise _diagnose(loss, variants, case, "loss", ref)
+        raise checking.diagnose(loss, variants, case, "loss", ref)
 
 
 # --------------------------------------------------------------------------- chapter 8: temperature and top-k
@@ -141,7 +140,7 @@ def _temperature_top_k_probs(
     return weights / weights.sum(dim=-1, keepdim=True)
 
 
-@_checker("check_temperature_top_k")
+@checking.checker("check_temperature_top_k")
 def check_temperature_top_k(fn: Callable) -> None:
     """Check ``fn(logits, temperature, top_k) -> probs``: the distribution that temperature and top-k sampling use.
 
@@ -149,7 +148,7 @@ def check_temperature_top_k(fn: Callable) -> None:
     (all tokens). Expected ``(B, V)``: ``softmax(logits / temperature)`` restricted to the ``top_k`` largest
     logits of each row, the other entries exactly 0, renormalised so that each row sums to 1 (the softmax
     with a temperature: Hinton, Vinyals & Dean, 2015, Eq. 1; temperature sampling of text: Holtzman et al.,
-    2020; top-k sampling: Fan et al., 2018). :func:`transformer_lite.models.decoder_only.sample_next_token` draws
+    2020; top-k sampling: Fan et al., 2018). :func:`transformer_lite.models.generation.sample_next_token` draws
     from this distribution. The logits are continuous random numbers, so no two are tied; the cases cover temperatures
     0.5, 1 and 2 and ``top_k`` None, 1, 3 and V.
 
@@ -158,7 +157,7 @@ def check_temperature_top_k(fn: Callable) -> None:
             renormalised after zeroing, k + 1 or k - 1 tokens kept, top_k ignored, temperature ignored, logits
             or log-probabilities returned instead of probabilities).
     """
-    g = _gen(37)
+    g = checking.gen(37)
     # The first case is the most telling: T != 1 and 1 < k < V, so every mistake below changes the numbers.
     for B, V, temperature, top_k in [
         (3, 7, 0.5, 3),
@@ -171,10 +170,10 @@ def check_temperature_top_k(fn: Callable) -> None:
     ]:
         case = f"logits of shape {(B, V)}, temperature={temperature}, top_k={top_k}"
         logits = 1.5 * torch.randn(B, V, generator=g, dtype=torch.float64)
-        probs = _call(fn, logits.clone(), temperature, top_k)
-        _check_tensor(probs, "probabilities", (B, V), case)
+        probs = checking.call(fn, logits.clone(), temperature, top_k)
+        checking.check_tensor(probs, "probabilities", (B, V), case)
         ref = _temperature_top_k_probs(logits, temperature, top_k)
-        if _close(probs, ref):
+        if checking.close(probs, ref):
             continue
         p = probs.double()
         if torch.isnan(p).any():
@@ -219,7 +218,7 @@ def check_temperature_top_k(fn: Callable) -> None:
             ] = _temperature_top_k_probs(logits, temperature, k - 1)
         sums = p.sum(dim=-1)
         for mistake, value in variants.items():
-            if _close(p, value):
+            if checking.close(p, value):
                 raise AssertionError(f"wrong probabilities for {case}. Likely mistake: {mistake}")
         if not torch.allclose(sums, torch.ones_like(sums), atol=1e-6):
             rounded = [round(s, 4) for s in sums.tolist()]
@@ -227,13 +226,13 @@ def check_temperature_top_k(fn: Callable) -> None:
                 f"wrong probabilities for {case}: the rows sum to {rounded}, not 1; these must be "
                 "probabilities (softmax after the cut)"
             )
-        raise _diagnose(p, {}, case, "probabilities", ref)
+        raise checking.diagnose(p, {}, case, "probabilities", ref)
 
 
 # --------------------------------------------------------------------------- chapter 8: units and cache size
 
 
-@_checker("check_loss_units")
+@checking.checker("check_loss_units")
 def check_loss_units(fn: Callable) -> None:
     """Check ``fn(loss) -> (bits, perplexity)`` for a loss in nats per token (a float).
 
@@ -248,7 +247,7 @@ def check_loss_units(fn: Callable) -> None:
     """
     for loss in (math.log(78), math.log(2), 0.0, 1.5):
         case = f"loss {loss:.4f} nats"
-        got = _call(fn, loss)
+        got = checking.call(fn, loss)
         if not (isinstance(got, (tuple, list)) and len(got) == 2):
             raise AssertionError(
                 f"for {case}: expected a pair (bits, perplexity), received {got!r}"
@@ -300,7 +299,7 @@ def check_loss_units(fn: Callable) -> None:
         )
 
 
-@_checker("check_kv_cache_bytes")
+@checking.checker("check_kv_cache_bytes")
 def check_kv_cache_bytes(fn: Callable) -> None:
     """Check ``fn(n_layers, n_kv_heads, d_head, n_tokens, bytes_per_number) -> int``: the size of a key/value cache.
 
@@ -308,7 +307,7 @@ def check_kv_cache_bytes(fn: Callable) -> None:
     per layer, key/value head and token; Ainslie et al., 2023, share each key/value head among several query
     heads). The oracle is independent of that formula: for each case a small
     :class:`~transformer_lite.models.decoder_only.DecoderOnlyTransformer` with grouped-query attention processes
-    ``n_tokens`` tokens into a :class:`~transformer_lite.models.decoder_only.KVCache`, whose tensors' bytes are
+    ``n_tokens`` tokens into a :class:`~transformer_lite.outputs.KVCache`, whose tensors' bytes are
     counted (float32: 4 bytes; float64: 8). Then SmolLM2's numbers (30 layers, 3 key/value heads of width 64,
     8192 tokens, float32) are checked against the formula.
 
@@ -341,7 +340,7 @@ def check_kv_cache_bytes(fn: Callable) -> None:
             f"n_layers={n_layers}, n_kv_heads={n_kv} (with {n_heads} query heads), d_head={d_head}, "
             f"n_tokens={n_tokens}, bytes_per_number={size}"
         )
-        got = _call(fn, n_layers, n_kv, d_head, n_tokens, size)
+        got = checking.call(fn, n_layers, n_kv, d_head, n_tokens, size)
         if isinstance(got, bool) or not isinstance(got, (int, float)) or got != want:
             per = n_layers * d_head * n_tokens
             mistakes = {
@@ -360,7 +359,7 @@ def check_kv_cache_bytes(fn: Callable) -> None:
                 f"wrong size for {case}: the cache measured {want:,} bytes, received {got!r}"
             )
     want = 2 * 30 * 3 * 64 * 8192 * 4
-    got = _call(fn, 30, 3, 64, 8192, 4)
+    got = checking.call(fn, 30, 3, 64, 8192, 4)
     if got != want:
         raise AssertionError(
             f"wrong size for SmolLM2 (30 layers, 3 key/value heads of width 64, 8192 tokens, "

@@ -6,8 +6,6 @@ The oracles are the package's: :class:`~transformer_lite.models.decoder_only.Dec
 (pre-norm, learned positions, ReLU feed-forward networks, output layer tied to the token embedding),
 whose weights are copied into the learner's model, :func:`~transformer_lite.training.train.train` and
 :meth:`~transformer_lite.models.decoder_only.DecoderOnlyTransformer.generate`.
-
-How a checker reports: see :mod:`transformer_lite.chapters.exercises`.
 """
 
 from __future__ import annotations
@@ -22,21 +20,14 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from ...models.decoder_only import DecoderOnlyConfig, DecoderOnlyTransformer, KVCache
+from ...models.decoder_only import DecoderOnlyConfig, DecoderOnlyTransformer
 from ...nn.attention import scaled_dot_product_attention
 from ...nn.masks import causal_mask
+from ...outputs import KVCache
 from ...training.data import load_shakespeare, random_batch
 from ...training.train import TrainConfig, learning_rate, lm_loss, train
-from ._checking import (
-    _build,
-    _call,
-    _check_tensor,
-    _checker,
-    _close,
-    _diagnose,
-    _gen,
-    _NotImplementedYet,
-)
+from . import _checking as checking
+from ._checking import NotImplementedYet
 
 __all__ = [
     "check_gpt_module",
@@ -114,16 +105,6 @@ def _check_tied(student: nn.Module, case: str) -> None:
         )
 
 
-def _load(student: nn.Module, ref: nn.Module, owner: str) -> None:
-    try:
-        student.double().load_state_dict(ref.state_dict())
-    except (RuntimeError, KeyError) as exc:
-        raise AssertionError(
-            f"{owner}: could not copy the package's weights into your model; it must have the "
-            f"submodules {_GPT_NAMES}, as in the stub. load_state_dict said: {str(exc).strip()}"
-        ) from exc
-
-
 def _with_norm_first(block, norm_first: bool, x: Tensor, mask: Tensor | None) -> Tensor:
     saved = block.norm_first
     block.norm_first = norm_first
@@ -196,9 +177,9 @@ def _check_blocks(student, ref, g, case) -> None:
             ) from exc
         with torch.no_grad():
             expected = theirs(x, attn_mask=mask)[0]
-            if _close(y, expected):
+            if checking.close(y, expected):
                 continue
-            if _close(y, _with_norm_first(theirs, False, x, mask)):
+            if checking.close(y, _with_norm_first(theirs, False, x, mask)):
                 raise AssertionError(
                     f"{case}: blocks[{i}] is a post-norm block. Likely mistake: post-norm instead of "
                     "pre-norm: a GPT's blocks are pre-norm, MyBlock(..., norm_first=True)"
@@ -214,8 +195,8 @@ def _compare_param_grads(student, ref, ids, upstream, case) -> None:
     """The gradients of ``sum(logits * upstream)`` with respect to every parameter must agree."""
     for model in (student, ref):
         model.zero_grad(set_to_none=True)
-    (_call(student, ids) * upstream).sum().backward()
-    (ref(ids) * upstream).sum().backward()
+    (checking.call(student, ids) * upstream).sum().backward()
+    (ref(ids).logits * upstream).sum().backward()
     mine = dict(student.named_parameters())
     for name, p in ref.named_parameters():
         q = mine.get(name)
@@ -226,7 +207,7 @@ def _compare_param_grads(student, ref, ids, upstream, case) -> None:
                 f"no gradient reached {name} for {case}: the logits are right, but forward cuts the "
                 "graph; do not use .detach(), .data, torch.no_grad() or numpy inside forward"
             )
-        if not _close(q.grad, p.grad):
+        if not checking.close(q.grad, p.grad):
             err = (q.grad - p.grad).abs().max().item()
             raise AssertionError(
                 f"wrong gradient with respect to {name} for {case} (largest difference {err:.3g}), "
@@ -244,7 +225,7 @@ _GPT_SIZES = [  # (V, max_len, d_model, n_heads, n_layers, d_ff): odd vocabulari
 ]
 
 
-@_checker("check_gpt_module")
+@checking.checker("check_gpt_module")
 def check_gpt_module(cls) -> None:
     """Check a module class ``cls(vocab_size, max_len, d_model, n_heads, n_layers, d_ff, dropout=0.0)``
     whose ``forward(input_ids)`` maps ``(B, L)`` token ids to ``(B, L, vocab_size)`` logits as
@@ -262,26 +243,26 @@ def check_gpt_module(cls) -> None:
             or offset, causal mask missing, post-norm blocks, embedding scaled by sqrt(d_model), dropout
             active in eval mode, gradients cut), or that a block does not compute the package's block.
     """
-    g = _gen(29)
+    g = checking.gen(29)
     for sizes in _GPT_SIZES:
         V, max_len, D, H, n_layers, d_ff = sizes
         name = getattr(cls, "__name__", "your module")
         model_case = f"{name}{sizes[:4] + (n_layers, d_ff)}, dropout=0.2"
-        student = _build(cls, sizes, {"dropout": 0.2}, seed=D)
+        student = checking.build(cls, sizes, {"dropout": 0.2}, seed=D)
         _check_tied(student, model_case)
         ref = _reference_gpt(sizes, g)
-        _load(student, ref, "check_gpt_module")
+        checking.load_reference(student, ref, "check_gpt_module", _GPT_NAMES)
         student.eval()
         _check_blocks(student, ref, g, model_case)
         for B, L in [(2, max_len - 2), (3, 1), (1, max_len)]:
             case = f"{model_case}, input_ids of shape {(B, L)}"
             ids = torch.randint(0, V, (B, L), generator=g)
             with torch.no_grad():
-                logits = _call(student, ids.clone())
-                _check_tensor(logits, "logits", (B, L, V), case)
-                again = _call(student, ids.clone())
-                expected = ref(ids)
-                if not torch.equal(logits, again) and not _close(logits, expected):
+                logits = checking.call(student, ids.clone())
+                checking.check_tensor(logits, "logits", (B, L, V), case)
+                again = checking.call(student, ids.clone())
+                expected = ref(ids).logits
+                if not torch.equal(logits, again) and not checking.close(logits, expected):
                     raise AssertionError(
                         f"{case}: two calls in eval mode gave different logits. Likely mistake: dropout "
                         "active in eval mode: call self.embedding_dropout (it follows model.eval()), "
@@ -290,7 +271,7 @@ def check_gpt_module(cls) -> None:
                 if L > 1:  # a change at the last position must leave every earlier logit alone
                     edited = ids.clone()
                     edited[:, -1] = (edited[:, -1] + 1) % V
-                    moved = (_call(student, edited) - logits)[:, :-1].abs().max().item()
+                    moved = (checking.call(student, edited) - logits)[:, :-1].abs().max().item()
                     if moved > 0:
                         raise AssertionError(
                             f"{case}: changing the token at the last position changed the logits of "
@@ -298,13 +279,13 @@ def check_gpt_module(cls) -> None:
                             "missing: pass a causal mask (tl.causal_mask(L), True = may attend) to "
                             "every block"
                         )
-                if not _close(logits, expected):
+                if not checking.close(logits, expected):
                     variants = {
                         m: _gpt_variant(ref, ids, v)
                         for m, v in _GPT_MISTAKES.items()
                         if not (v == "offset" and L + 1 > max_len)
                     }
-                    raise _diagnose(logits, variants, case, "logits", expected)
+                    raise checking.diagnose(logits, variants, case, "logits", expected)
             upstream = torch.randn(B, L, V, generator=g, dtype=torch.float64)
             _compare_param_grads(student, ref, ids, upstream, case)
 
@@ -335,7 +316,7 @@ def _train_variant(model: nn.Module, ids: Tensor, cfg: TrainConfig, mistake: str
         for group in optimizer.param_groups:
             group["lr"] = cfg.lr if mistake == "no schedule" else learning_rate(step, cfg)
         x, y = random_batch(ids, cfg.batch_size, cfg.context, batches)  # (B, L) each
-        logits = model(x)  # (B, L, V)
+        logits = model(x).logits  # (B, L, V)
         if mistake == "not shifted":
             loss = lm_loss(logits, x)
         elif mistake == "summed":
@@ -391,6 +372,20 @@ def _train_model(V: int, context: int, seed: int) -> nn.Module:
     return model.double().eval()
 
 
+class _LogitsGPT(DecoderOnlyTransformer):
+    """The package GPT with the learner's contract: ``model(x)`` returns the logits ``(B, L, V)``."""
+
+    def forward(self, input_ids: Tensor, **kwargs) -> Tensor:
+        return super().forward(input_ids, **kwargs).logits
+
+
+def _handed_out(model: DecoderOnlyTransformer) -> DecoderOnlyTransformer:
+    """A copy of ``model`` (same parameters, names and order) whose call returns the logits tensor."""
+    copied = copy.deepcopy(model)
+    copied.__class__ = _LogitsGPT
+    return copied
+
+
 def _flat(model: nn.Module) -> Tensor:
     return torch.cat([p.detach().flatten() for p in model.parameters()])
 
@@ -408,7 +403,7 @@ def _same_run(losses, params, other_losses, other_params) -> bool:
     )
 
 
-@_checker("check_training_loop")
+@checking.checker("check_training_loop")
 def check_training_loop(fn: Callable) -> None:
     """Check ``fn(model, train_ids, cfg, progress=True) -> losses``: the training loop of
     :func:`~transformer_lite.training.train.train`, written out.
@@ -425,7 +420,7 @@ def check_training_loop(fn: Callable) -> None:
             schedule not applied, model left in eval mode, loss summed instead of averaged, optimizer
             stepped before backward), or saying what was returned instead of one loss per step.
     """
-    g = _gen(31)
+    g = checking.gen(31)
     V, context = 7, 6
     ids = torch.randint(0, V, (400,), generator=g)
     for seed, steps in ((3, 4), (8, 5)):
@@ -446,10 +441,10 @@ def check_training_loop(fn: Callable) -> None:
             f"with seed {seed}, batch_size 3, context {context}, warm-up 2 steps, grad_clip 0.05"
         )
         initial = _train_model(V, context, seed)
-        student = copy.deepcopy(initial)
+        student = _handed_out(initial)
         with torch.random.fork_rng():
             try:
-                losses = _call(fn, student, ids.clone(), cfg, progress=False)
+                losses = checking.call(fn, student, ids.clone(), cfg, progress=False)
             except AssertionError as exc:
                 if "modified by an inplace operation" not in str(exc):
                     raise
@@ -544,7 +539,7 @@ class _Spy:
                     "without the cache, every step must feed the whole sequence so far: the model "
                     f"remembers nothing between calls (step {k}: expected {seen} tokens, received {L})"
                 )
-        logits = self.model(input_ids, cache=cache)
+        logits = self.model(input_ids, cache=cache).logits  # the learner's model returns logits
         self.calls.append(logits.detach())
         return logits
 
@@ -561,7 +556,7 @@ def _run_generate(generate, model, prompt, n, **kwargs):
     except _Mistake as exc:
         raise AssertionError(f"my_generate: {exc}") from None
     except NotImplementedError as exc:
-        raise _NotImplementedYet from exc
+        raise NotImplementedYet from exc
     except Exception as exc:
         raise AssertionError(
             f"your my_generate raised {type(exc).__name__} for a prompt of shape "
@@ -587,7 +582,7 @@ def _check_generated(out, prompt, n, expected, case, spy=None) -> None:
             f"{case}: expected {(B, L + n)}, received {tuple(out.shape)}: return the prompt followed "
             "by the new tokens"
         )
-    _check_tensor(out, "generated tokens", (B, L + n), case)
+    checking.check_tensor(out, "generated tokens", (B, L + n), case)
     if not torch.equal(out[:, :L], prompt):
         raise AssertionError(f"{case}: the first L tokens returned must be the prompt itself")
     if torch.equal(out, expected):
@@ -652,15 +647,15 @@ def _check_cached_forward(student, ref, g, case) -> None:
     V, max_len = ref.config.vocab_size, ref.config.max_len
     ids = torch.randint(0, V, (2, 7), generator=g)
     with torch.no_grad():
-        full = ref(ids)  # (2, 7, V)
+        full = ref(ids).logits  # (2, 7, V)
     cache, ref_cache, a = KVCache(), KVCache(), 0
     for size in (3, 2, 1, 1):
         b = a + size
         chunk = ids[:, a:b]
         where = f"{case}: positions {a} .. {b - 1} fed after {a} cached"
         with torch.no_grad():
-            logits = _call(student, chunk.clone(), cache=cache)
-        _check_tensor(logits, "logits", (2, size, V), where)
+            logits = checking.call(student, chunk.clone(), cache=cache)
+        checking.check_tensor(logits, "logits", (2, size, V), where)
         try:
             cached = len(cache)
         except Exception as exc:  # layers not (keys, values) pairs
@@ -685,23 +680,23 @@ def _check_cached_forward(student, ref, g, case) -> None:
                 "stored twice (duplicated keys)"
             )
         expected = full[:, a:b]
-        if not _close(logits, expected):
+        if not checking.close(logits, expected):
             with torch.no_grad():
                 past = list(ref_cache.layers)
                 variants = {
                     m: _cached_variant(ref, chunk, past, v) for m, v in _CACHE_MISTAKES.items()
                 }
-            raise _diagnose(logits, variants, where, "logits", expected)
+            raise checking.diagnose(logits, variants, where, "logits", expected)
         with torch.no_grad():
             ref(chunk, cache=ref_cache)
         a = b
     assert a <= max_len
 
 
-@_checker("check_cached_generation")
+@checking.checker("check_cached_generation")
 def check_cached_generation(cls, generate: Callable) -> None:
     """Check ``cls``, a subclass of the learner's GPT whose ``forward(input_ids, cache=None)`` reads and
-    extends a :class:`~transformer_lite.models.decoder_only.KVCache`, and
+    extends a :class:`~transformer_lite.outputs.KVCache`, and
     ``generate(model, input_ids, max_new_tokens, temperature=0.0, use_cache=True, generator=None)``.
 
     First ``generate`` alone, with the package's model (which takes the same ``cache=`` argument)
@@ -719,7 +714,7 @@ def check_cached_generation(cls, generate: Callable) -> None:
             one in the number of new tokens, sampling from the logits of the wrong position, the causal
             mask aligned top-left).
     """
-    g = _gen(37)
+    g = checking.gen(37)
     sizes = (11, 10, 8, 2, 2, 17)
     ref = _reference_gpt(sizes, g)
     for B, L, n in [(2, 3, 5), (1, 1, 4), (3, 4, 0)]:
@@ -731,7 +726,9 @@ def check_cached_generation(cls, generate: Callable) -> None:
             )
             spy = _Spy(ref, L, use_cache)
             out = _run_generate(generate, spy, prompt, n, temperature=0.0, use_cache=use_cache)
-            _check_generated(out, prompt, n, ref.generate(prompt, n, temperature=0.0), case, spy)
+            _check_generated(
+                out, prompt, n, ref.generate(prompt, n, temperature=0.0).tokens, case, spy
+            )
         case = f"my_generate with the package's model, prompt {(B, L)}, max_new_tokens={n}, temperature 1"
         out = _run_generate(
             generate, _Spy(ref, L, True), prompt, n, temperature=1.0, use_cache=True,
@@ -739,10 +736,10 @@ def check_cached_generation(cls, generate: Callable) -> None:
         )  # fmt: skip
         expected = ref.generate(
             prompt, n, temperature=1.0, generator=torch.Generator().manual_seed(5)
-        )
+        ).tokens
         if (
             n
-            and torch.equal(out, ref.generate(prompt, n, temperature=0.0))
+            and torch.equal(out, ref.generate(prompt, n, temperature=0.0).tokens)
             and not torch.equal(out, expected)
         ):
             raise AssertionError(
@@ -753,20 +750,20 @@ def check_cached_generation(cls, generate: Callable) -> None:
 
     name = getattr(cls, "__name__", "your module")
     case = f"{name}{sizes}"
-    student = _build(cls, sizes, {"dropout": 0.2}, seed=3)
+    student = checking.build(cls, sizes, {"dropout": 0.2}, seed=3)
     _check_tied(student, case)
-    _load(student, ref, "check_cached_generation")
+    checking.load_reference(student, ref, "check_cached_generation", _GPT_NAMES)
     student.eval()
     ids = torch.randint(0, sizes[0], (2, 6), generator=g)
     with torch.no_grad():
-        if not _close(_call(student, ids.clone()), ref(ids)):
+        if not checking.close(checking.call(student, ids.clone()), ref(ids).logits):
             raise AssertionError(
                 f"{case}: without a cache your model's logits differ from the package's: make MyGPT "
                 "pass check_gpt_module first (forward(input_ids, cache=None) calls MyGPT.forward)"
             )
     _check_cached_forward(student, ref, g, case)
     prompt = torch.randint(0, sizes[0], (2, 3), generator=g)
-    expected = ref.generate(prompt, 6, temperature=0.0)
+    expected = ref.generate(prompt, 6, temperature=0.0).tokens
     for use_cache in (True, False):
         out = _run_generate(generate, student, prompt, 6, temperature=0.0, use_cache=use_cache)
         _check_generated(
@@ -826,7 +823,7 @@ def _validation_windows(val_ids: Tensor, context: int, n_batches: int = 10, batc
     return [random_batch(val_ids, batch_size, context, g) for _ in range(n_batches)]
 
 
-@_checker("check_capstone")
+@checking.checker("check_capstone")
 def check_capstone(train_fn: Callable, generate: Callable, record: dict | None = None) -> None:
     """Check ``train_fn(corpus) -> (model, losses)``: the learner's GPT, built from their own modules,
     trained by their own loop on chapter 8's corpus (``load_shakespeare()``), and ``generate`` on it.
@@ -850,7 +847,7 @@ def check_capstone(train_fn: Callable, generate: Callable, record: dict | None =
     corpus = load_shakespeare()
     start = time.perf_counter()
     with torch.random.fork_rng():
-        result = _call(train_fn, corpus)
+        result = checking.call(train_fn, corpus)
     seconds = time.perf_counter() - start
     model, losses = result if isinstance(result, tuple) else (result, None)
     if not isinstance(model, nn.Module):
@@ -880,7 +877,7 @@ def check_capstone(train_fn: Callable, generate: Callable, record: dict | None =
     mine64, ref64 = copy.deepcopy(model).double(), ref.double()
     with torch.no_grad():
         val_loss = sum(float(lm_loss(model(x), y)) for x, y in windows) / len(windows)
-        gap = max((mine64(x) - ref64(x)).abs().max().item() for x, _ in windows[:2])
+        gap = max((mine64(x) - ref64(x).logits).abs().max().item() for x, _ in windows[:2])
     if gap > 1e-8:
         raise AssertionError(
             f"check_capstone: with your trained weights loaded, tl.DecoderOnlyTransformer's logits "
@@ -896,7 +893,7 @@ def check_capstone(train_fn: Callable, generate: Callable, record: dict | None =
     vocab = corpus.vocab
     prompt = vocab.encode("HAMLET\n")[None]  # (1, 7)
     n = sizes[1] - prompt.shape[1]  # up to the last position but one
-    expected = ref64.generate(prompt, n, temperature=0.0)
+    expected = ref64.generate(prompt, n, temperature=0.0).tokens
     outs = {
         use_cache: _run_generate(generate, mine64, prompt, n, temperature=0.0, use_cache=use_cache)
         for use_cache in (False, True)

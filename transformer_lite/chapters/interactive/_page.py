@@ -14,35 +14,35 @@ from torch import Tensor
 
 __all__ = ["show"]
 
-_DECIMALS = (
+DECIMALS = (
     4  # stored weights are rounded: smaller pages, and outputs that compare exactly across runs
 )
 
 
-def _rounded(t: Tensor) -> list:
-    return torch.round(t.detach().double().cpu(), decimals=_DECIMALS).tolist()
+def rounded(t: Tensor) -> list:
+    return torch.round(t.detach().double().cpu(), decimals=DECIMALS).tolist()
 
 
-def _sig(values, digits: int = 4) -> list:
+def sig(values, digits: int = 4) -> list:
     """Round to ``digits`` significant digits (the values span many orders of magnitude)."""
     return [float(f"{float(v):.{digits}g}") for v in values]
 
 
-def _slider(steps: list, prefix: str, pad: int, active: int = 0) -> dict:
+def slider(steps: list, prefix: str, pad: int, active: int = 0) -> dict:
     """A slider over stored states: ``steps`` restyle the traces, ``prefix`` names the current value,
     ``pad`` (pixels) keeps it below the axis labels, ``active`` is the step shown when the page opens."""
     return dict(active=active, steps=steps, currentvalue=dict(prefix=prefix), pad=dict(t=pad))
 
 
-def _layout(fig, title: str | dict, height: int, **layout) -> None:
-    """What every figure's layout shares, then ``layout`` (margin, legend, sliders, ...) in order.
+def layout(fig, title: str | dict, height: int, **rest) -> None:
+    """What every figure's layout shares, then ``rest`` (margin, legend, sliders, ...) in order.
 
     The title (a string, or plotly's title dict when it needs a font or a position), the white
     template, a fixed height in pixels and a width that follows the page. The order of the
     arguments is the order of the keys in the stored JSON, so it is kept as the figures had it.
     """
     title = dict(text=title) if isinstance(title, str) else title
-    fig.update_layout(title=title, template="plotly_white", height=height, autosize=True, **layout)
+    fig.update_layout(title=title, template="plotly_white", height=height, autosize=True, **rest)
 
 
 def show(fig, div_id: str, alt: str) -> None:

@@ -11,7 +11,7 @@ import torch
 from plotly.subplots import make_subplots
 from torch import Tensor
 
-from ._page import _layout, _rounded, _slider
+from ._page import layout, rounded, slider
 
 __all__ = ["attention_layers_figure"]
 
@@ -61,7 +61,7 @@ def attention_layers_figure(
     for h in range(H):
         fig.add_trace(
             go.Heatmap(
-                z=_rounded(A[initial_layer, h]),
+                z=rounded(A[initial_layer, h]),
                 x=labels,
                 y=labels,
                 zmin=0,
@@ -86,11 +86,11 @@ def attention_layers_figure(
         dict(
             method="restyle",
             label=str(layer),
-            args=[{"z": [_rounded(A[layer, h]) for h in range(H)]}, list(range(H))],
+            args=[{"z": [rounded(A[layer, h]) for h in range(H)]}, list(range(H))],
         )
         for layer in range(n_layers)
     ]
-    slider = _slider(steps, "layer ", pad=60, active=initial_layer)
+    control = slider(steps, "layer ", pad=60, active=initial_layer)
     margin = dict(l=90, r=30, t=90, b=100)
-    _layout(fig, title, 260 * n_rows + 160, margin=margin, sliders=[slider])
+    layout(fig, title, 260 * n_rows + 160, margin=margin, sliders=[control])
     return fig

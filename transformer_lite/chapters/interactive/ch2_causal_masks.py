@@ -11,7 +11,7 @@ import torch
 from plotly.subplots import make_subplots
 
 from ...nn.masks import causal_mask
-from ._page import _layout, _slider
+from ._page import layout, slider
 
 __all__ = ["mask_alignment_figure", "mask_variants_figure"]
 
@@ -89,8 +89,8 @@ def mask_alignment_figure(L: int = 3, S_values: Sequence[int] = (3, 4, 5, 6, 7, 
     title = (
         f"{L} new queries, S keys: only bottom-right alignment lets the last query see every key"
     )
-    slider = _slider(steps, "S (keys) = ", pad=40)
-    _layout(fig, title, 330, margin=dict(l=80, r=110, t=80, b=40), sliders=[slider])
+    control = slider(steps, "S (keys) = ", pad=40)
+    layout(fig, title, 330, margin=dict(l=80, r=110, t=80, b=40), sliders=[control])
     return fig
 
 
@@ -139,5 +139,5 @@ def mask_variants_figure(tokens: Sequence[str], n_real: int):
     title = "Masks combine with a logical and: padding hides columns, causality hides the future"
     menu = dict(buttons=buttons, active=3, direction="down")
     menu.update(x=0.0, xanchor="left", y=1.13, yanchor="top")  # above the plot, on the left
-    _layout(fig, title, 540, margin=dict(l=110, r=30, t=110, b=110), updatemenus=[menu])
+    layout(fig, title, 540, margin=dict(l=110, r=30, t=110, b=110), updatemenus=[menu])
     return fig

@@ -10,7 +10,7 @@ from plotly.subplots import make_subplots
 from torch import Tensor
 
 from ...nn.positional import rotation_frequencies, sinusoidal_positional_encoding
-from ._page import _DECIMALS, _layout, _rounded, _slider
+from ._page import DECIMALS, layout, rounded, slider
 
 __all__ = ["sinusoid_shift_matrix", "positional_offset_figure"]
 
@@ -91,7 +91,7 @@ def positional_offset_figure(
     feats = [f"f{j}" for j in range(n)]
 
     def rot(k):
-        return _rounded(sinusoid_shift_matrix(k, d_model, base)[:n, :n])
+        return rounded(sinusoid_shift_matrix(k, d_model, base)[:n, :n])
 
     fig = make_subplots(
         rows=1,
@@ -106,7 +106,7 @@ def positional_offset_figure(
     fig.add_trace(
         go.Scatter(
             x=offsets,
-            y=_rounded(dots),
+            y=rounded(dots),
             mode="lines",
             name="dot product",
             line=dict(color="#3b528b"),
@@ -134,7 +134,7 @@ def positional_offset_figure(
     fig.add_trace(
         go.Scatter(
             x=[0],
-            y=[round(float(dots[max_offset]), _DECIMALS)],
+            y=[round(float(dots[max_offset]), DECIMALS)],
             mode="markers",
             name="chosen k",
             marker=dict(size=12, color="#d8576b"),
@@ -155,7 +155,7 @@ def positional_offset_figure(
             args=[
                 {
                     "x": [feats, [k]],
-                    "y": [feats, [round(float(dots[max_offset + k]), _DECIMALS)]],
+                    "y": [feats, [round(float(dots[max_offset + k]), DECIMALS)]],
                     "z": [rot(k), None],
                 },
                 [1, 2],
@@ -167,7 +167,7 @@ def positional_offset_figure(
         "Moving k positions on is one fixed rotation per feature pair;<br>"
         "the dot product depends on k only"
     )
-    slider = _slider(steps, "offset k = ", pad=50)
+    control = slider(steps, "offset k = ", pad=50)
     margin = dict(l=70, r=40, t=90, b=60)
-    _layout(fig, title, 470, showlegend=False, margin=margin, sliders=[slider])
+    layout(fig, title, 470, showlegend=False, margin=margin, sliders=[control])
     return fig

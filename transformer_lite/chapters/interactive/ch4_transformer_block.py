@@ -8,7 +8,7 @@ import math
 
 import plotly.graph_objects as go
 
-from ._page import _DECIMALS, _layout, _slider
+from ._page import DECIMALS, layout, slider
 
 __all__ = ["gradient_norms_depth_figure"]
 
@@ -56,7 +56,7 @@ def gradient_norms_depth_figure(norms: dict, title: str, initial_depth: int | No
     def state(depth):
         xs = list(range(1, depth + 1))
         return [xs, xs], [
-            [round(float(v), _DECIMALS) for v in norms[depth][name]] for name in variants
+            [round(float(v), DECIMALS) for v in norms[depth][name]] for name in variants
         ]
 
     colours = {"post-norm": "#00224e", "pre-norm": "#d55e00"}  # Okabe-Ito vermilion: 3.9:1 on white
@@ -86,7 +86,7 @@ def gradient_norms_depth_figure(norms: dict, title: str, initial_depth: int | No
     for depth in depths:
         x, y = state(depth)
         steps.append(dict(method="restyle", label=str(depth), args=[{"x": x, "y": y}, [0, 1]]))
-    slider = _slider(steps, "number of layers N = ", pad=50, active=depths.index(initial_depth))
+    control = slider(steps, "number of layers N = ", pad=50, active=depths.index(initial_depth))
     legend = dict(x=0.99, xanchor="right", y=0.99)  # top right
-    _layout(fig, title, 460, margin=dict(l=80, r=30, t=80, b=60), legend=legend, sliders=[slider])
+    layout(fig, title, 460, margin=dict(l=80, r=30, t=80, b=60), legend=legend, sliders=[control])
     return fig

@@ -9,7 +9,7 @@ from collections.abc import Sequence
 import plotly.graph_objects as go
 from torch import Tensor
 
-from ._page import _layout, _rounded, _slider
+from ._page import layout, rounded, slider
 
 __all__ = ["cross_attention_examples_figure"]
 
@@ -49,7 +49,7 @@ def cross_attention_examples_figure(
             )
         states.append(
             dict(
-                z=_rounded(w),
+                z=rounded(w),
                 x=[f"{j}:{a}" for j, a in enumerate(s)],
                 y=[f"{j}:{a}" for j, a in enumerate(t)],
             )
@@ -77,6 +77,6 @@ def cross_attention_examples_figure(
         )
         for i, st in enumerate(states)
     ]
-    slider = _slider(steps, "held-out example ", pad=60)
-    _layout(fig, title, 520, margin=dict(l=110, r=30, t=80, b=80), sliders=[slider])
+    control = slider(steps, "held-out example ", pad=60)
+    layout(fig, title, 520, margin=dict(l=110, r=30, t=80, b=80), sliders=[control])
     return fig

@@ -12,7 +12,7 @@ from torch import Tensor
 
 from ...nn.recurrent import RNN
 from ..jacobians import gradient_norm_vs_lag, recurrent_weight, rnn_step_jacobians
-from ._page import _layout, _sig, _slider
+from ._page import layout, sig, slider
 
 __all__ = ["rnn_lag_profile", "rnn_gradient_figure"]
 
@@ -109,9 +109,9 @@ def rnn_gradient_figure(
     states = []
     for r in radii:
         curves = [
-            _sig(rnn_lag_profile(r, s, hidden_size, length, "tanh", seed)[1]) for s in input_scales
+            sig(rnn_lag_profile(r, s, hidden_size, length, "tanh", seed)[1]) for s in input_scales
         ]
-        curves.append(_sig([r**k for k in lags]))
+        curves.append(sig([r**k for k in lags]))
         states.append(curves)
     start = radii.index(initial_radius)
     colors = ["#3b528b", "#21918c", "#d8576b", "#fde725"]
@@ -162,9 +162,9 @@ def rnn_gradient_figure(
         yanchor="top",
         pad=dict(t=40, l=12),
     )
-    slider = _slider(steps, "spectral radius of W_hh = ", pad=60, active=start)
+    control = slider(steps, "spectral radius of W_hh = ", pad=60, active=start)
     legend = dict(
         orientation="h", xref="container", x=0, yref="container", y=1 - 80 / 570, yanchor="top"
     )
-    _layout(fig, title, 570, margin=dict(l=80, r=30, t=150, b=60), legend=legend, sliders=[slider])
+    layout(fig, title, 570, margin=dict(l=80, r=30, t=150, b=60), legend=legend, sliders=[control])
     return fig

@@ -9,7 +9,7 @@ import math
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from ._page import _layout, _sig, _slider
+from ._page import layout, sig, slider
 
 __all__ = ["attention_cost_figure"]
 
@@ -52,8 +52,8 @@ def attention_cost_figure(results: dict):
             raise ValueError(
                 f"attention_cost_figure: row {row.get('L')!r} misses the key {exc}"
             ) from None
-        mib = _sig([m / 2**20 for m in mem], 3)
-        ms = _sig(ms, 3)
+        mib = sig([m / 2**20 for m in mem], 3)
+        ms = sig(ms, 3)
         states.append(dict(L=row["L"], mib=mib, ms=ms))
     mem_x = ["score matrix<br>B·H·L²·4 bytes"] + [f"peak alloc.<br>{n}" for n in names]
     time_x = names
@@ -115,8 +115,8 @@ def attention_cost_figure(results: dict):
         f"<span style='font-size:11px'>B={cfg.get('batch', '?')}, H={cfg.get('heads', '?')}, "
         f"d_head={cfg.get('d_head', '?')}, measured {date}</span>"
     )
-    slider = _slider(steps, "sequence length L = ", pad=70)
+    control = slider(steps, "sequence length L = ", pad=70)
     margin = dict(l=70, r=30, t=90, b=90)
     title = dict(text=text, font=dict(size=13))
-    _layout(fig, title, 500, showlegend=False, margin=margin, sliders=[slider])
+    layout(fig, title, 500, showlegend=False, margin=margin, sliders=[control])
     return fig

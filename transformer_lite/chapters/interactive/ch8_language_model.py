@@ -11,7 +11,7 @@ import plotly.graph_objects as go
 import torch
 from torch import Tensor
 
-from ._page import _layout, _rounded, _slider
+from ._page import layout, rounded, slider
 
 __all__ = ["next_token_temperature_figure"]
 
@@ -41,7 +41,7 @@ def next_token_temperature_figure(
     Each state draws ``softmax(logits / T)`` (Hinton, Vinyals & Dean, 2015, Eq. 1) for the ``top_n`` tokens
     with the largest logits, always in the same order (by logit, descending; ties keep the lower id first).
     ``T = 0`` is greedy decoding: all the mass on the arg-max (the lowest id among tied maxima, as
-    :func:`~transformer_lite.models.decoder_only.sample_next_token`). An annotation gives, for the full
+    :func:`~transformer_lite.models.generation.sample_next_token`). An annotation gives, for the full
     distribution over all ``V`` tokens, its entropy ``-sum_i p_i ln p_i`` in nats and the total probability
     of the tokens outside the ``top_n`` shown. Probabilities are computed in float64 and stored rounded to
     4 decimals. One trace (the bars, index 0); each slider step is a plotly ``update`` that sets its ``y``
@@ -120,7 +120,7 @@ def next_token_temperature_figure(
         label = "0 (greedy)" if t == 0 else f"{t:g}"
         shown_outside = f"{outside:.4f}" if outside == 0 or outside >= 1e-4 else f"{outside:.1e}"
         note = f"entropy {entropy:.3f} nats<br>probability outside the top {n}: {shown_outside}"
-        states.append(dict(y=_rounded(p[shown]), label=label, note=note))
+        states.append(dict(y=rounded(p[shown]), label=label, note=note))
     start = temperatures.index(initial_temperature)
     x = [_display_char(labels[i]) for i in shown.tolist()]
     fig = go.Figure(
@@ -153,7 +153,7 @@ def next_token_temperature_figure(
         for s in states
     ]
     note = dict(text=states[start]["note"], **_NOTE_PLACE, **_NOTE_BOX)
-    slider = _slider(steps, "temperature T = ", pad=60, active=start)
+    control = slider(steps, "temperature T = ", pad=60, active=start)
     margin = dict(l=70, r=30, t=80, b=60)
-    _layout(fig, title, 460, margin=margin, showlegend=False, annotations=[note], sliders=[slider])
+    layout(fig, title, 460, margin=margin, showlegend=False, annotations=[note], sliders=[control])
     return fig

@@ -13,7 +13,7 @@ __all__ = ["MASK_CMAP"]
 MASK_CMAP = ListedColormap([plt.get_cmap("cividis")(0.0), plt.get_cmap("cividis")(1.0)])
 
 
-def _as_2d(weights: Tensor | np.ndarray) -> np.ndarray:
+def as_2d(weights: Tensor | np.ndarray) -> np.ndarray:
     w = (
         weights.detach().cpu().double().numpy()
         if isinstance(weights, Tensor)
@@ -25,7 +25,7 @@ def _as_2d(weights: Tensor | np.ndarray) -> np.ndarray:
 
 
 # distinguishable, colour-blind safe
-_LINE_COLORS = [
+LINE_COLORS = [
     "#3b528b",
     "#21918c",
     "#d8576b",
@@ -33,10 +33,10 @@ _LINE_COLORS = [
     "#5ec962",
     "#440154",
 ]
-_MARKERS = ["o", "s", "D", "^", "v", "P"]
+MARKERS = ["o", "s", "D", "^", "v", "P"]
 
 
-def _label_line_axes(ax: plt.Axes, xlabel: str, ylabel: str, title: str) -> plt.Axes:
+def label_line_axes(ax: plt.Axes, xlabel: str, ylabel: str, title: str) -> plt.Axes:
     """Axis labels, a major-tick grid, the title (if any) and the legend of a line plot."""
     ax.set_xlabel(xlabel)
     ax.set_ylabel(ylabel)

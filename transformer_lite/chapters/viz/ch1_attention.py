@@ -11,7 +11,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from ._style import _as_2d
+from ._style import as_2d
 
 __all__ = ["plot_attention", "plot_head_grid"]
 
@@ -49,7 +49,7 @@ def plot_attention(
     Raises:
         ValueError: if the number of labels does not match the shape of ``weights``.
     """
-    w = _as_2d(weights)
+    w = as_2d(weights)
     key_tokens = list(query_tokens) if key_tokens is None else list(key_tokens)
     if w.shape != (len(query_tokens), len(key_tokens)):
         raise ValueError(

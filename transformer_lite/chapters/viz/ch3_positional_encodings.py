@@ -11,7 +11,7 @@ import numpy as np
 from matplotlib.ticker import MaxNLocator
 from torch import Tensor
 
-from ._style import _LINE_COLORS, _MARKERS
+from ._style import LINE_COLORS, MARKERS
 
 __all__ = ["plot_score_bias", "plot_accuracy_vs_length"]
 
@@ -196,7 +196,7 @@ def plot_accuracy_vs_length(
         x = np.arange(len(lengths), dtype=float)
         values = np.array([[r[n] for n in lengths] for r in runs])  # (seeds, lengths)
         shift = (k - (n_schemes - 1) / 2) * 0.06  # side by side, so the dots do not hide
-        colour, marker = _LINE_COLORS[k % len(_LINE_COLORS)], _MARKERS[k % len(_MARKERS)]
+        colour, marker = LINE_COLORS[k % len(LINE_COLORS)], MARKERS[k % len(MARKERS)]
         for row in values:
             ax.scatter(x + shift, row, color=colour, marker=marker, s=22, alpha=0.55)
         ax.plot(

@@ -9,7 +9,7 @@ import numpy as np
 from matplotlib.patches import FancyArrowPatch, FancyBboxPatch
 from torch import Tensor
 
-from ._style import _as_2d
+from ._style import as_2d
 
 __all__ = ["POST_NORM_COLOUR", "PRE_NORM_COLOUR", "plot_activations", "plot_norm_placement"]
 
@@ -40,7 +40,7 @@ def plot_activations(
     Raises:
         ValueError: if ``x`` is not 2-D.
     """
-    a = _as_2d(x)
+    a = as_2d(x)
     limit = float(np.abs(a).max()) if limit is None else float(limit)
     if ax is None:
         _, ax = plt.subplots(figsize=(1.5 + 0.3 * a.shape[1], 0.8 + 0.3 * a.shape[0]))

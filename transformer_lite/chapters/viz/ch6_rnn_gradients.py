@@ -7,7 +7,7 @@ from __future__ import annotations
 import matplotlib.pyplot as plt
 import numpy as np
 
-from ._style import _LINE_COLORS, _MARKERS, _label_line_axes
+from ._style import LINE_COLORS, MARKERS, label_line_axes
 
 __all__ = ["plot_norms_vs_lag", "plot_jacobian_terms"]
 
@@ -64,15 +64,15 @@ def plot_norms_vs_lag(
         ax.semilogy(
             lags,
             norms,
-            color=_LINE_COLORS[i % 6],
-            marker=_MARKERS[i % 6],
+            color=LINE_COLORS[i % 6],
+            marker=MARKERS[i % 6],
             markevery=markevery,
             ms=5,
             lw=1.8,
             label=label,
         )
         i += 1
-    _label_line_axes(ax, xlabel, ylabel, title)
+    label_line_axes(ax, xlabel, ylabel, title)
     _legend(ax, legend)
     return ax
 
@@ -118,7 +118,7 @@ def plot_jacobian_terms(
     ax_norms.semilogy(
         lags,
         norms,
-        color=_LINE_COLORS[0],
+        color=LINE_COLORS[0],
         alpha=0.45,
         lw=6,
         marker="o",
@@ -129,7 +129,7 @@ def plot_jacobian_terms(
         zorder=1,
     )
     styles = [
-        dict(color=_LINE_COLORS[2], ls="-", marker="s", ms=5, markevery=markevery),
+        dict(color=LINE_COLORS[2], ls="-", marker="s", ms=5, markevery=markevery),
         dict(color="black", ls="--", marker=None),
     ]
     for i, (label, (a_lags, a_norms)) in enumerate(approximations.items()):
@@ -141,12 +141,12 @@ def plot_jacobian_terms(
         style = (
             styles[1]
             if i == len(approximations) - 1
-            else styles[0] | {"color": _LINE_COLORS[(2 + i) % 6]}
+            else styles[0] | {"color": LINE_COLORS[(2 + i) % 6]}
         )
         ax_norms.semilogy(a_lags, a_norms, lw=1.4, label=label, zorder=3, **style)
         ax_ratio.plot(a_lags, a_norms / norms, lw=1.4, zorder=3, **style)
-    ax_ratio.axhline(1.0, color=_LINE_COLORS[0], alpha=0.45, lw=6, zorder=1)
-    _label_line_axes(ax_norms, "", ylabel, title)
+    ax_ratio.axhline(1.0, color=LINE_COLORS[0], alpha=0.45, lw=6, zorder=1)
+    label_line_axes(ax_norms, "", ylabel, title)
     _legend(ax_norms, legend)
     ax_ratio.set_xlabel(xlabel)
     ax_ratio.set_ylabel("share of measured" if ylabel else "")

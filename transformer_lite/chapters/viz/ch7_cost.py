@@ -8,7 +8,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 from matplotlib.ticker import FuncFormatter, NullFormatter, NullLocator
 
-from ._style import _LINE_COLORS, _MARKERS, _label_line_axes
+from ._style import LINE_COLORS, MARKERS, label_line_axes
 
 __all__ = ["fit_loglog_slope", "plot_loglog_fit", "plot_roofline"]
 
@@ -69,14 +69,12 @@ def plot_loglog_fit(
         p = fit_loglog_slope(x, y, min_x)
         keep = np.ones_like(x, dtype=bool) if min_x is None else x >= min_x
         c = np.exp(np.mean(np.log(y[keep]) - p * np.log(x[keep])))
-        color = _LINE_COLORS[i % 6]
-        ax.loglog(
-            x, y, marker=_MARKERS[i % 6], color=color, lw=1.5, label=f"{label}: slope {p:.2f}"
-        )
+        color = LINE_COLORS[i % 6]
+        ax.loglog(x, y, marker=MARKERS[i % 6], color=color, lw=1.5, label=f"{label}: slope {p:.2f}")
         ax.loglog(x[keep], c * x[keep] ** p, ":", color=color, lw=1.2)
     ax.set_xticks(x, [f"{v:g}" for v in x])  # label the measured lengths only
     ax.xaxis.set_minor_locator(NullLocator())
-    return _label_line_axes(ax, xlabel, ylabel, title)
+    return label_line_axes(ax, xlabel, ylabel, title)
 
 
 def plot_roofline(
@@ -125,8 +123,8 @@ def plot_roofline(
         ax.loglog(
             intensity,
             achieved / 1e9,
-            _MARKERS[i % 6],
-            color=_LINE_COLORS[i % 6],
+            MARKERS[i % 6],
+            color=LINE_COLORS[i % 6],
             ms=9,
             ls="none",
             label=label,
@@ -136,9 +134,9 @@ def plot_roofline(
         ax.loglog(
             intensity,
             achieved / 1e9,
-            _MARKERS[k % 6],
+            MARKERS[k % 6],
             mfc="none",
-            color=_LINE_COLORS[k % 6],
+            color=LINE_COLORS[k % 6],
             ms=6,
             ls="none",
             label=label,
@@ -149,6 +147,6 @@ def plot_roofline(
     ax.xaxis.set_major_formatter(plain)
     ax.yaxis.set_major_formatter(plain)
     ax.yaxis.set_minor_formatter(NullFormatter())
-    _label_line_axes(ax, "arithmetic intensity (FLOP per byte of main memory)", "GFLOP/s", title)
+    label_line_axes(ax, "arithmetic intensity (FLOP per byte of main memory)", "GFLOP/s", title)
     ax.legend(fontsize=9, loc="lower right")
     return ax
