@@ -13,6 +13,7 @@ Usage (from the repository root)::
 
 from __future__ import annotations
 
+import argparse
 import ast
 import io
 import sys
@@ -93,7 +94,9 @@ def measure(path: Path) -> dict[str, int]:
 
 
 def main(argv: list[str]) -> None:
-    root = Path(argv[0] if argv else "transformer_lite/nn")
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("root", nargs="?", default="transformer_lite/nn", help="a package folder")
+    root = Path(parser.parse_args(argv).root)
     files = sorted(root.rglob("*.py")) if root.is_dir() else [root]
     total = dict.fromkeys(("code", "if_raise", "check_calls", "docstring", "raises_doc"), 0)
     print(f"{'file':44} {'code':>5} {'if-raise':>9} {'+calls':>7} {'docstr':>7} {'Raises:':>8}")

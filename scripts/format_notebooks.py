@@ -13,6 +13,7 @@ Usage (from the repository root)::
 
 from __future__ import annotations
 
+import argparse
 import json
 import shutil
 import subprocess
@@ -46,7 +47,10 @@ def ruff_sources(paths: list[Path]) -> dict[Path, list[str]]:
 
 
 def main(argv: list[str]) -> int:
-    paths = [Path(p).resolve() for p in argv] or sorted(NOTEBOOKS.glob("*.ipynb"))
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("notebooks", nargs="*", help="notebook files (default: notebooks/*.ipynb)")
+    args = parser.parse_args(argv)
+    paths = [Path(p).resolve() for p in args.notebooks] or sorted(NOTEBOOKS.glob("*.ipynb"))
     for path, sources in ruff_sources(paths).items():
         nb = json.loads(path.read_text(encoding="utf-8"))
         code_cells = [cell for cell in nb["cells"] if cell["cell_type"] == "code"]

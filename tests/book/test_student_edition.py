@@ -101,7 +101,7 @@ def test_student_notebook_has_no_solution_and_runs(path, tmp_path):
         and "check_" in c.source
         and "import" not in c.source.splitlines()[-1]
     )
-    assert n_exercises >= 3, f"{path.name}: expected 3-6 exercises, found {n_exercises}"
+    assert n_exercises >= 3, f"{path.name}: expected at least 3 exercises, found {n_exercises}"
     assert n_stubs >= 1 and n_checks >= 1
 
     # Outside the exercises, the student edition is the chapter itself (checked by nbval).
