@@ -221,8 +221,7 @@ class EncoderDecoderConfig:
     """Hyperparameters of :class:`EncoderDecoderTransformer` (defaults: the base model of Vaswani et al., Table 3).
 
     Raises:
-        ValueError: for a non-positive size, ``d_model`` not divisible by
-            ``n_heads``, ``dropout`` outside [0, 1), or an unknown activation.
+        ValueError: (on construction) for fields outside the sizes and options below.
     """
 
     src_vocab_size: int  # number of source token ids (0 .. src_vocab_size - 1)
@@ -294,7 +293,11 @@ class EncoderDecoderTransformer(nn.Module):
         super().__init__()
         check_type(self, config, EncoderDecoderConfig)
         c = self.config = config
-        stack = dict(
+        self.src_embed = nn.Embedding(c.src_vocab_size, c.d_model)
+        self.tgt_embed = nn.Embedding(c.tgt_vocab_size, c.d_model)
+        self.pos = SinusoidalPositionalEncoding(c.d_model, c.max_len, dropout=c.dropout)
+        self.encoder = TransformerEncoder(
+            c.n_encoder_layers,
             d_model=c.d_model,
             n_heads=c.n_heads,
             d_ff=c.d_ff,
@@ -304,11 +307,17 @@ class EncoderDecoderTransformer(nn.Module):
             eps=c.eps,
             final_norm=c.final_norm,
         )
-        self.src_embed = nn.Embedding(c.src_vocab_size, c.d_model)
-        self.tgt_embed = nn.Embedding(c.tgt_vocab_size, c.d_model)
-        self.pos = SinusoidalPositionalEncoding(c.d_model, c.max_len, dropout=c.dropout)
-        self.encoder = TransformerEncoder(c.n_encoder_layers, **stack)
-        self.decoder = TransformerDecoder(c.n_decoder_layers, **stack)
+        self.decoder = TransformerDecoder(
+            c.n_decoder_layers,
+            d_model=c.d_model,
+            n_heads=c.n_heads,
+            d_ff=c.d_ff,
+            dropout=c.dropout,
+            activation=c.activation,
+            norm_first=c.norm_first,
+            eps=c.eps,
+            final_norm=c.final_norm,
+        )
         self.out_proj = nn.Linear(c.d_model, c.tgt_vocab_size)
         self._reset_parameters()
 
@@ -456,8 +465,7 @@ class EncoderDecoderTransformer(nn.Module):
         equivalent masks.
 
         Raises:
-            ValueError: for another module, one with a final norm on one stack only, or as the
-                stacks' ``from_torch``.
+            ValueError: for a module other than the above (e.g. a final norm on one stack only).
         """
         check_type(cls.from_torch, transformer, nn.Transformer)
         encoder = TransformerEncoder.from_torch(transformer.encoder)
@@ -527,9 +535,7 @@ def greedy_decode(
         each token was chosen from.
 
     Raises:
-        ValueError: if ``model`` is not an ``EncoderDecoderTransformer``, ``max_len`` is
-            not a positive int or too long for the model, ``bos_id``/``eos_id`` are
-            outside the target vocabulary, or as :meth:`EncoderDecoderTransformer.encode`.
+        ValueError: for arguments other than the above.
     """
     check_type(greedy_decode, model, EncoderDecoderTransformer)
     check_positive_int(greedy_decode, "max_len", max_len)

@@ -26,7 +26,7 @@ class TaggerConfig:
     """Hyperparameters of an :class:`EncoderTagger`.
 
     Raises:
-        ValueError: (on construction) for sizes that are not positive ints, ``n_heads`` not dividing ``d_model`` or ``dropout`` outside [0, 1).
+        ValueError: (on construction) for fields outside the sizes and options below.
     """
 
     vocab_size: int  # number of input ids
