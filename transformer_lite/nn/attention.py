@@ -10,11 +10,11 @@ setting forbidden scores to -inf)
     Attention(Q, K, V) = softmax(Q K^T / sqrt(d_k) + M) V
 
 and Sec. 3.2.2 (multi-head attention). ``M`` is optional (0 = allowed,
--inf = forbidden; ``B`` is the batch size, as on the book's notation page).
+-inf = forbidden).
 Masks follow the package convention of :mod:`transformer_lite.nn.masks`:
 boolean ``True`` = may attend.
 
-Grouped-query attention, with optional RoPE and a key/value cache: Ainslie et al.
+Grouped-query attention: Ainslie et al.
 (2023), "GQA: Training Generalized Multi-Query Transformer Models from Multi-Head
 Checkpoints", Sec. 2.2: the ``n_heads`` query heads are
 divided into ``n_kv_heads`` groups, and the heads of one group share a single
