@@ -179,6 +179,15 @@ def _models():
             (ids,),
             {"attention_mask": mask.long()},
         ),
+        "tagger": (
+            tl.EncoderTagger(
+                tl.TaggerConfig(
+                    vocab_size=11, n_classes=3, n_layers=1, d_model=8, n_heads=2, d_ff=16
+                )
+            ),
+            (ids,),
+            {},
+        ),
         "encoder-decoder": (
             tl.EncoderDecoderTransformer(tl.EncoderDecoderConfig(12, 10, **small)),
             src,

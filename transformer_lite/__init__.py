@@ -5,7 +5,7 @@ The package reads in the order of the book:
 - :mod:`transformer_lite.nn`: the components (masks, attention, positions, normalization,
   feed-forward networks, the blocks that join them, recurrent layers);
 - :mod:`transformer_lite.models`: whole models (encoder-decoder, decoder-only language model,
-  recurrent language model);
+  recurrent language model, the BERT encoder, chapter 4's tagger) and the one decode loop;
 - :mod:`transformer_lite.pretrained`: loaders of published weights (MiniLM, SmolLM2);
 - :mod:`transformer_lite.training`: data, toy tasks and the training loop (``python -m
   transformer_lite.training.train``);

@@ -1,4 +1,4 @@
-"""Reading PyTorch's own modules: the bodies of every ``from_torch`` of :mod:`transformer_lite.nn`.
+"""Reading PyTorch's own modules: the bodies of every ``from_torch`` of :mod:`transformer_lite.nn` and of the encoder-decoder stacks and model.
 
 Each of our modules that has a twin in ``torch.nn`` can be built from it with the same weights,
 so that a chapter can check ours against torch's, number for number:
@@ -11,6 +11,9 @@ ours                           torch's
 ``RNN``, ``GRU``               ``nn.RNN``, ``nn.GRU`` (one layer, one direction)
 ``TransformerBlock``           ``nn.TransformerEncoderLayer``
 ``DecoderBlock``               ``nn.TransformerDecoderLayer``
+``TransformerEncoder``         ``nn.TransformerEncoder`` (:func:`stack_from_torch`)
+``TransformerDecoder``         ``nn.TransformerDecoder`` (:func:`stack_from_torch`)
+``EncoderDecoderTransformer``  ``nn.Transformer`` (:func:`transformer_from_torch`)
 =============================  =====================================================
 
 The classmethods (``MultiHeadAttention.from_torch(m)``, ...) are the documented entry points;
@@ -241,6 +244,89 @@ def decoder_block_from_torch(
         self_attn="self_attn",
         cross_attn="multihead_attn",
     )
+
+
+def stack_from_torch(stack: nn.Module, cls: type):
+    """Build ``cls`` (``TransformerEncoder`` or ``TransformerDecoder``) computing the same function
+    as torch's stack ``cls.torch_class``: each layer with its block's ``from_torch``, and the
+    stack's ``norm`` (if any) as our final LayerNorm (see ``cls.from_torch``).
+
+    Raises:
+        ValueError: for another module, or as the blocks' and the norm's ``from_torch``.
+    """
+    check_type(cls.from_torch, stack, cls.torch_class)
+    blocks = [cls.block.from_torch(layer) for layer in stack.layers]
+    first = blocks[0]
+    ours = cls(
+        len(blocks),
+        first.self_attn.d_model,
+        first.self_attn.n_heads,
+        first.ff.d_ff,
+        dropout=first.dropout1.p,
+        activation=first.ff.activation,
+        norm_first=first.norm_first,
+        eps=first.norm1.eps,
+        final_norm=stack.norm is not None,
+    )
+    ours.layers = nn.ModuleList(blocks)
+    if stack.norm is not None:
+        ours.norm = LayerNorm.from_torch(stack.norm)
+    ref = stack.layers[0].linear1.weight
+    return ours.to(dtype=ref.dtype, device=ref.device)
+
+
+def transformer_from_torch(
+    transformer: nn.Transformer,
+    src_vocab_size: int,
+    tgt_vocab_size: int,
+    max_len: int = 512,
+    cls: type | None = None,
+):
+    """Build an ``EncoderDecoderTransformer`` (or ``cls``) whose two stacks are copies of a
+    ``torch.nn.Transformer``'s; embeddings and output projection freshly initialised (see
+    :meth:`~transformer_lite.models.encoder_decoder.EncoderDecoderTransformer.from_torch`).
+
+    Raises:
+        ValueError: for a module other than the above (e.g. a final norm on one stack only).
+    """
+    # models import nn and this module lazily: a cycle at top level
+    from .models.encoder_decoder import (  # noqa: PLC0415
+        EncoderDecoderConfig,
+        EncoderDecoderTransformer,
+        TransformerDecoder,
+        TransformerEncoder,
+    )
+
+    cls = EncoderDecoderTransformer if cls is None else cls
+    check_type(cls.from_torch, transformer, nn.Transformer)
+    encoder = TransformerEncoder.from_torch(transformer.encoder)
+    decoder = TransformerDecoder.from_torch(transformer.decoder)
+    if (encoder.norm is None) != (decoder.norm is None):
+        raise ValueError(
+            f"{cls.__name__}.from_torch: expected final norms on both stacks or on neither, "
+            f"received encoder norm {transformer.encoder.norm!r}, "
+            f"decoder norm {transformer.decoder.norm!r}"
+        )
+    first = encoder.layers[0]
+    config = EncoderDecoderConfig(
+        src_vocab_size=src_vocab_size,
+        tgt_vocab_size=tgt_vocab_size,
+        d_model=first.self_attn.d_model,
+        n_heads=first.self_attn.n_heads,
+        n_encoder_layers=len(encoder.layers),
+        n_decoder_layers=len(decoder.layers),
+        d_ff=first.ff.d_ff,
+        dropout=first.dropout1.p,
+        max_len=max_len,
+        norm_first=first.norm_first,
+        activation=first.ff.activation,
+        final_norm=encoder.norm is not None,
+        eps=first.norm1.eps,
+    )
+    ref = transformer.encoder.layers[0].linear1.weight
+    model = cls(config).to(dtype=ref.dtype, device=ref.device)
+    model.encoder, model.decoder = encoder, decoder
+    return model
 
 
 def _torch_activation_name(fn) -> str | None:

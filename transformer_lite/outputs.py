@@ -105,9 +105,8 @@ class ModelOutput(NamedTuple):
 
     logits: Tensor  # (B, L, V); the tagger: (B, L, n_classes)
     attentions: tuple[Tensor, ...]  # one (B, H, L, S) per layer; () for the GRU
-    cache: (
-        KVCache | Tensor | None
-    )  # KVCache (decoder-only), the GRU's state (n_layers, B, D), or None
+    # KVCache (decoder-only), the GRU's state (n_layers, B, D), or None
+    cache: KVCache | Tensor | None
 
 
 class Generation(NamedTuple):

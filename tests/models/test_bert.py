@@ -6,6 +6,7 @@ tensor; a ``config.json`` written here reads into the config field by field; the
 result is an EncoderOutput. The published weights themselves: tests/pretrained/test_minilm.py.
 """
 
+import dataclasses
 import json
 
 import pytest
@@ -92,3 +93,14 @@ def test_config_from_hf_json(tmp_path):
         "BertConfig(vocab_size=30522, max_len=512, type_vocab_size=2, d_model=384, n_heads=12, "
         "n_layers=6, d_ff=1536, eps=1e-12)"
     )
+
+
+def test_config_and_type_errors():
+    with pytest.raises(ValueError, match="BertConfig: expected n_layers to be a positive int"):
+        BertConfig(n_layers=0)
+    with pytest.raises(ValueError, match="BertConfig: expected type_vocab_size to be a positive"):
+        BertConfig(type_vocab_size=0)
+    with pytest.raises(ValueError, match="divisible by n_heads, received d_model=384, n_heads=5"):
+        BertConfig(n_heads=5)
+    with pytest.raises(ValueError, match="BertEncoder: expected BertConfig, received dict"):
+        BertEncoder(dataclasses.asdict(CONFIG))

@@ -29,7 +29,7 @@ from transformer_lite import (
 )
 from transformer_lite.models.decoder_only import DecoderOnlyConfig, DecoderOnlyTransformer
 from transformer_lite.models.generation import sample_next_token
-from transformer_lite.outputs import Generation, KVCache, ModelOutput
+from transformer_lite.outputs import Generation, KeyValue, KVCache, ModelOutput
 
 
 def tiny(seed=0, **overrides):
@@ -314,6 +314,14 @@ def test_config_and_input_errors():
         model(torch.zeros(1, 5, dtype=torch.long), cache=cache)
     with pytest.raises(ValueError, match="max_new_tokens >= 0"):
         model.generate(torch.zeros(1, 2, dtype=torch.long), -1)
+    with pytest.raises(
+        ValueError,
+        match=r"DecoderOnlyTransformer: expected KVCache \(or None\) as cache, received KeyValue",
+    ):
+        kv = KeyValue(torch.zeros(1, 2, 1, 4), torch.zeros(1, 2, 1, 4))
+        model(torch.zeros(1, 1, dtype=torch.long), cache=kv)
+    with pytest.raises(ValueError, match="expected DecoderOnlyConfig, received dict"):
+        DecoderOnlyTransformer(model.config.to_dict())
 
 
 @pytest.mark.parametrize(

@@ -78,6 +78,12 @@ def test_config_errors():
         config(vocab_size=0)
     with pytest.raises(ValueError, match="n_classes to be a positive int, received 0"):
         config(n_classes=0)
+    with pytest.raises(ValueError, match="TaggerConfig: expected n_layers to be a positive int"):
+        config(n_layers=0)
+    with pytest.raises(ValueError, match="TaggerConfig: expected d_ff to be a positive int"):
+        config(d_ff=-1)
+    with pytest.raises(ValueError, match="divisible by n_heads, received d_model=8, n_heads=3"):
+        config(n_heads=3)
     with pytest.raises(ValueError, match="expected TaggerConfig, received dict"):
         EncoderTagger(dataclasses.asdict(config()))
     with pytest.raises(dataclasses.FrozenInstanceError):

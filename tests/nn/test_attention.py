@@ -641,6 +641,11 @@ def test_mha_rejects_4d_input():
         mha(x[None], x, x)
 
 
+def test_mha_rejects_1d_query_before_reading_its_shape():
+    with pytest.raises(ValueError, match=r"expected query of shape \(B, len, 8\), received \(8,\)"):
+        MultiHeadAttention(8, 2)(torch.zeros(8))
+
+
 def test_mha_rejects_a_list_with_a_value_error():
     mha = MultiHeadAttention(8, 2)
     x = torch.zeros(2, 3, 8)

@@ -169,8 +169,23 @@ def test_block_dropout_train_differs_from_eval():
 def test_block_rejects_bad_input_shape():
     blk = TransformerBlock(D, H, D_FF)
     with pytest.raises(
-        ValueError, match=r"expected query of shape \(B, len, 8\), received \(5, 8\)"
+        ValueError, match=r"TransformerBlock: expected x of shape \(B, len, 8\), received \(5, 8\)"
     ):
         blk(torch.zeros(5, D))
+    with pytest.raises(ValueError, match=r"TransformerBlock: expected x of shape .* \(2, 5, 6\)"):
+        blk(torch.zeros(2, 5, 6))
     with pytest.raises(ValueError, match=r"divisible by n_heads, received d_model=8, n_heads=3"):
         TransformerBlock(8, 3, 16)
+
+
+def test_block_checks_its_options_itself():
+    """activation and norm are refused by the block (named after it), before any submodule is built."""
+    with pytest.raises(
+        ValueError,
+        match="TransformerBlock: expected activation 'relu', 'gelu' or 'swiglu', received 'tanh'",
+    ):
+        TransformerBlock(D, H, D_FF, activation="tanh")
+    with pytest.raises(
+        ValueError, match="TransformerBlock: expected norm 'layernorm' or 'rmsnorm', received 'bn'"
+    ):
+        TransformerBlock(D, H, D_FF, norm="bn")

@@ -1,4 +1,4 @@
-"""The old name of :mod:`transformer_lite.chapters`, kept for one term.
+"""The old name of :mod:`transformer_lite.chapters`, kept for one term: remove after the spring 2027 term.
 
 Student-edition notebooks handed out before the rename import ``transformer_lite.book.exercises``;
 ``scripts/grade.py`` grades them. Every ``transformer_lite.book.X`` import returns the module

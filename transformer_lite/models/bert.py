@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor, nn
 
-from ..checks import check_marker, check_shape, embed
+from ..checks import check_heads, check_marker, check_positive_int, check_shape, check_type, embed
 from ..nn.blocks import TransformerBlock
 from ..nn.masks import padding_mask
 from ..nn.normalization import LayerNorm
@@ -36,6 +36,19 @@ class BertConfig:
     d_ff: int = 1536  # [intermediate_size]
     eps: float = 1e-12  # LayerNorm epsilon [layer_norm_eps]
 
+    def __post_init__(self) -> None:
+        for name in (
+            "vocab_size",
+            "max_len",
+            "type_vocab_size",
+            "d_model",
+            "n_heads",
+            "n_layers",
+            "d_ff",
+        ):
+            check_positive_int(self, name, getattr(self, name))
+        check_heads(self, self.d_model, self.n_heads)
+
 
 class BertEncoder(nn.Module):
     """A post-norm BERT encoder built from this package's blocks (Devlin et al., 2019, Sec. 3).
@@ -46,10 +59,14 @@ class BertEncoder(nn.Module):
 
     Args:
         config: a :class:`BertConfig`.
+
+    Raises:
+        ValueError: if ``config`` is not a :class:`BertConfig`.
     """
 
     def __init__(self, config: BertConfig) -> None:
         super().__init__()
+        check_type(self, config, BertConfig)
         self.config = config
         self.token_embedding = nn.Embedding(config.vocab_size, config.d_model)
         self.position_embedding = LearnedPositionalEmbedding(config.d_model, config.max_len)

@@ -28,6 +28,7 @@ from ..checks import (
     check_positions,
     check_positive_int,
     check_token_ids,
+    check_type,
     embed,
     eval_mode,
     owner_name,
@@ -51,9 +52,7 @@ class DecoderOnlyConfig:
     """Hyperparameters of a :class:`DecoderOnlyTransformer`; defaults give a small GPT-2-style model.
 
     Raises:
-        ValueError: (on construction) for non-positive sizes, ``n_heads`` not dividing
-            ``d_model``, ``n_kv_heads`` not dividing ``n_heads``, dropout outside [0, 1),
-            or an unknown ``positional``, ``norm`` or ``activation``.
+        ValueError: (on construction) for fields outside the sizes and options below.
     """
 
     vocab_size: int  # number of token ids V
@@ -114,10 +113,14 @@ class DecoderOnlyTransformer(nn.Module):
 
     Args:
         config: a :class:`DecoderOnlyConfig`.
+
+    Raises:
+        ValueError: if ``config`` is not a :class:`DecoderOnlyConfig`.
     """
 
     def __init__(self, config: DecoderOnlyConfig) -> None:
         super().__init__()
+        check_type(self, config, DecoderOnlyConfig)
         c = self.config = config
         d_head = c.d_model // c.n_heads
         self.token_embedding = nn.Embedding(c.vocab_size, c.d_model)
@@ -142,7 +145,7 @@ class DecoderOnlyTransformer(nn.Module):
                 activation=c.activation,
                 norm_first=c.norm_first,
                 eps=c.eps,
-                n_kv_heads=c.n_heads if c.n_kv_heads is None else c.n_kv_heads,
+                n_kv_heads=c.n_kv_heads,
                 norm=c.norm,
                 bias=c.bias,
                 rotary=rotary,
@@ -166,12 +169,12 @@ class DecoderOnlyTransformer(nn.Module):
         x = embed(self, "input_ids", self.token_embedding, input_ids, min_len=1)
         if position_ids is None:
             check_positions(self, offset, input_ids.shape[1], c.max_len)
-        if self.position_embedding is None:  # rotary: positions enter in every attention layer
-            pass
-        elif position_ids is None:
+        # rotary (position_embedding None): nothing is added; positions enter in every attention layer
+        if self.position_embedding is not None and position_ids is None:
             # + the rows of positions offset .. offset + L - 1, the same for every row of the batch
             x = self.position_embedding(x, offset)
-        else:  # + (B, L, D): the row of each token's own position (the lookup refuses >= max_len)
+        if self.position_embedding is not None and position_ids is not None:
+            # + (B, L, D): the row of each token's own position (the lookup refuses >= max_len)
             table = (
                 self.position_embedding.weight
                 if isinstance(self.position_embedding, LearnedPositionalEmbedding)
@@ -186,15 +189,15 @@ class DecoderOnlyTransformer(nn.Module):
             x = x + embed(self, "position_ids", table, position_ids)
         return self.embedding_dropout(x)
 
-    def _check_padding(
+    def _check_inputs(
         self,
         input_ids: Tensor,
         offset: int,
         attention_mask: Tensor | None,
         position_ids: Tensor | None,
     ) -> Tensor | None:
-        """Check the shapes and dtypes of ``attention_mask`` and ``position_ids`` (their values: the
-        embedding lookup); return the per-row positions to embed, or None."""
+        """Check the shapes and dtypes of ``input_ids``, ``attention_mask`` and ``position_ids`` (their
+        values: the embedding lookup); return the per-row positions to embed, or None."""
         owner = owner_name(self)
         check_token_ids(self, "input_ids", input_ids, min_len=1)
         B, L = input_ids.shape
@@ -260,10 +263,12 @@ class DecoderOnlyTransformer(nn.Module):
             passed in, now holding these positions too, or ``None``).
 
         Raises:
-            ValueError: for ids, positions or masks other than the above.
+            ValueError: for arguments other than the above.
         """
+        if cache is not None:
+            check_type(self, cache, KVCache, " (or None) as cache")
         offset = len(cache) if cache is not None else 0
-        position_ids = self._check_padding(input_ids, offset, attention_mask, position_ids)
+        position_ids = self._check_inputs(input_ids, offset, attention_mask, position_ids)
         x = self._embed(input_ids, offset, position_ids)  # (B, L, D)
         # (B, 1, 1, S): padding keys hidden from every head and query; None: nothing to hide
         key_mask = attention_mask[:, None, None, :] if attention_mask is not None else None
@@ -316,7 +321,9 @@ class DecoderOnlyTransformer(nn.Module):
             max_new_tokens: number of tokens to append (``>= 0``).
             temperature: divides the logits; ``0`` picks the most likely token (greedy).
             top_k: sample only among the ``top_k`` most likely tokens (``None`` = all).
-            use_cache: reuse keys and values through a :class:`KVCache`.
+            use_cache: reuse keys and values through a :class:`KVCache`; the prompt and
+                ``max_new_tokens - 1`` new tokens must then fit in ``max_len`` (the last new token
+                is never fed).
             generator: ``torch.Generator`` for reproducible sampling.
             attention_mask: ``None`` (no padding) or bool ``(B, L)``, ``True`` at real tokens:
                 in each row some ``False`` (padding) and then only ``True``.
@@ -327,8 +334,7 @@ class DecoderOnlyTransformer(nn.Module):
             sampled from (before temperature).
 
         Raises:
-            ValueError: for arguments other than the above; with ``use_cache``, also for a prompt
-                and ``max_new_tokens`` past ``max_len`` (the last new token is never fed).
+            ValueError: for arguments other than the above.
         """
         check_nonnegative_int(self.generate, "max_new_tokens", max_new_tokens)
         if (

@@ -104,26 +104,12 @@ class _Stack(nn.Module):
 
         Raises:
             ValueError: for another module, or as the blocks' and the norm's ``from_torch``.
+
+        The body is :func:`transformer_lite.interop.stack_from_torch`.
         """
-        check_type(cls.from_torch, stack, cls.torch_class)
-        blocks = [cls.block.from_torch(layer) for layer in stack.layers]
-        first = blocks[0]
-        ours = cls(
-            len(blocks),
-            first.self_attn.d_model,
-            first.self_attn.n_heads,
-            first.ff.d_ff,
-            dropout=first.dropout1.p,
-            activation=first.ff.activation,
-            norm_first=first.norm_first,
-            eps=first.norm1.eps,
-            final_norm=stack.norm is not None,
-        )
-        ours.layers = nn.ModuleList(blocks)
-        if stack.norm is not None:
-            ours.norm = LayerNorm.from_torch(stack.norm)
-        ref = stack.layers[0].linear1.weight
-        return ours.to(dtype=ref.dtype, device=ref.device)
+        from ..interop import stack_from_torch  # noqa: PLC0415 (interop imports nn: a cycle at top level)
+
+        return stack_from_torch(stack, cls)
 
 
 class TransformerEncoder(_Stack):
@@ -221,8 +207,7 @@ class EncoderDecoderConfig:
     """Hyperparameters of :class:`EncoderDecoderTransformer` (defaults: the base model of Vaswani et al., Table 3).
 
     Raises:
-        ValueError: for a non-positive size, ``d_model`` not divisible by
-            ``n_heads``, ``dropout`` outside [0, 1), or an unknown activation.
+        ValueError: (on construction) for fields outside the sizes and options below.
     """
 
     src_vocab_size: int  # number of source token ids (0 .. src_vocab_size - 1)
@@ -294,7 +279,11 @@ class EncoderDecoderTransformer(nn.Module):
         super().__init__()
         check_type(self, config, EncoderDecoderConfig)
         c = self.config = config
-        stack = dict(
+        self.src_embed = nn.Embedding(c.src_vocab_size, c.d_model)
+        self.tgt_embed = nn.Embedding(c.tgt_vocab_size, c.d_model)
+        self.pos = SinusoidalPositionalEncoding(c.d_model, c.max_len, dropout=c.dropout)
+        self.encoder = TransformerEncoder(
+            c.n_encoder_layers,
             d_model=c.d_model,
             n_heads=c.n_heads,
             d_ff=c.d_ff,
@@ -304,11 +293,17 @@ class EncoderDecoderTransformer(nn.Module):
             eps=c.eps,
             final_norm=c.final_norm,
         )
-        self.src_embed = nn.Embedding(c.src_vocab_size, c.d_model)
-        self.tgt_embed = nn.Embedding(c.tgt_vocab_size, c.d_model)
-        self.pos = SinusoidalPositionalEncoding(c.d_model, c.max_len, dropout=c.dropout)
-        self.encoder = TransformerEncoder(c.n_encoder_layers, **stack)
-        self.decoder = TransformerDecoder(c.n_decoder_layers, **stack)
+        self.decoder = TransformerDecoder(
+            c.n_decoder_layers,
+            d_model=c.d_model,
+            n_heads=c.n_heads,
+            d_ff=c.d_ff,
+            dropout=c.dropout,
+            activation=c.activation,
+            norm_first=c.norm_first,
+            eps=c.eps,
+            final_norm=c.final_norm,
+        )
         self.out_proj = nn.Linear(c.d_model, c.tgt_vocab_size)
         self._reset_parameters()
 
@@ -456,38 +451,13 @@ class EncoderDecoderTransformer(nn.Module):
         equivalent masks.
 
         Raises:
-            ValueError: for another module, one with a final norm on one stack only, or as the
-                stacks' ``from_torch``.
+            ValueError: for a module other than the above (e.g. a final norm on one stack only).
+
+        The body is :func:`transformer_lite.interop.transformer_from_torch`.
         """
-        check_type(cls.from_torch, transformer, nn.Transformer)
-        encoder = TransformerEncoder.from_torch(transformer.encoder)
-        decoder = TransformerDecoder.from_torch(transformer.decoder)
-        if (encoder.norm is None) != (decoder.norm is None):
-            raise ValueError(
-                f"{cls.__name__}.from_torch: expected final norms on both stacks or on neither, "
-                f"received encoder norm {transformer.encoder.norm!r}, "
-                f"decoder norm {transformer.decoder.norm!r}"
-            )
-        first = encoder.layers[0]
-        config = EncoderDecoderConfig(
-            src_vocab_size=src_vocab_size,
-            tgt_vocab_size=tgt_vocab_size,
-            d_model=first.self_attn.d_model,
-            n_heads=first.self_attn.n_heads,
-            n_encoder_layers=len(encoder.layers),
-            n_decoder_layers=len(decoder.layers),
-            d_ff=first.ff.d_ff,
-            dropout=first.dropout1.p,
-            max_len=max_len,
-            norm_first=first.norm_first,
-            activation=first.ff.activation,
-            final_norm=encoder.norm is not None,
-            eps=first.norm1.eps,
-        )
-        ref = transformer.encoder.layers[0].linear1.weight
-        model = cls(config).to(dtype=ref.dtype, device=ref.device)
-        model.encoder, model.decoder = encoder, decoder
-        return model
+        from ..interop import transformer_from_torch  # noqa: PLC0415 (interop imports nn: a cycle at top level)
+
+        return transformer_from_torch(transformer, src_vocab_size, tgt_vocab_size, max_len, cls)
 
     def extra_repr(self) -> str:
         return ", ".join(f"{k}={v}" for k, v in asdict(self.config).items())
@@ -527,9 +497,7 @@ def greedy_decode(
         each token was chosen from.
 
     Raises:
-        ValueError: if ``model`` is not an ``EncoderDecoderTransformer``, ``max_len`` is
-            not a positive int or too long for the model, ``bos_id``/``eos_id`` are
-            outside the target vocabulary, or as :meth:`EncoderDecoderTransformer.encode`.
+        ValueError: for arguments other than the above.
     """
     check_type(greedy_decode, model, EncoderDecoderTransformer)
     check_positive_int(greedy_decode, "max_len", max_len)

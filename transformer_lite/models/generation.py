@@ -43,7 +43,7 @@ def sample_next_token(
         ``(B, 1)`` int64 token ids.
 
     Raises:
-        ValueError: if ``logits`` is not 2-D, ``temperature < 0``, or ``top_k`` is outside ``[1, V]``.
+        ValueError: for arguments other than the above.
     """
     if logits.dim() != 2:
         raise ValueError(

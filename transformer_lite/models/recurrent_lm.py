@@ -38,9 +38,8 @@ class GRUConfig:
     d_model: int  # embedding and hidden width
     n_layers: int = 1  # stacked GRU layers
     dropout: float = 0.0  # between GRU layers and before the head (training only)
-    tie_embeddings: bool = (
-        False  # the head reuses the embedding matrix (off, as in char-RNN models)
-    )
+    # the head reuses the embedding matrix (off, as in char-RNN models)
+    tie_embeddings: bool = False
 
     def __post_init__(self) -> None:
         check_positive_sizes(

@@ -13,7 +13,8 @@ from dataclasses import asdict, dataclass, replace
 
 from torch import Tensor, nn
 
-from ..checks import check_dropout, check_positive_int, check_token_ids, check_type
+from .. import checks
+from ..checks import check_dropout, check_heads, check_positive_int, check_type
 from ..outputs import ModelOutput
 from .encoder_decoder import TransformerEncoder
 
@@ -25,8 +26,7 @@ class TaggerConfig:
     """Hyperparameters of an :class:`EncoderTagger`.
 
     Raises:
-        ValueError: (on construction) for sizes that are not positive ints or ``dropout``
-            outside [0, 1).
+        ValueError: (on construction) for fields outside the sizes and options below.
     """
 
     vocab_size: int  # number of input ids
@@ -39,8 +39,9 @@ class TaggerConfig:
     dropout: float = 0.0  # inside every block (attention weights, hidden units, sublayer outputs)
 
     def __post_init__(self) -> None:
-        check_positive_int(self, "vocab_size", self.vocab_size)
-        check_positive_int(self, "n_classes", self.n_classes)
+        for name in ("vocab_size", "n_classes", "n_layers", "d_model", "n_heads", "d_ff"):
+            check_positive_int(self, name, getattr(self, name))
+        check_heads(self, self.d_model, self.n_heads)
         check_dropout(self, self.dropout)
 
     def to_dict(self) -> dict:
@@ -86,8 +87,7 @@ class EncoderTagger(nn.Module):
         Raises:
             ValueError: if ``ids`` is not a 2-D integer tensor.
         """
-        check_token_ids(self, "ids", ids, self.embed.num_embeddings)
-        h, attentions = self.encoder(self.embed(ids))  # (B, L, D)
+        h, attentions = self.encoder(checks.embed(self, "ids", self.embed, ids))  # (B, L, D)
         return ModelOutput(self.head(h), attentions, None)  # logits (B, L, n_classes)
 
 

@@ -15,6 +15,6 @@
 
 A GPT-style block reads in three files: :mod:`.blocks` (the feed-forward
 network and :class:`TransformerBlock`), :mod:`.attention` (:class:`MultiHeadAttention`, which
-takes its causal mask from :func:`.masks.causal_mask`, met in chapter 2, and in the Llama-style variant its rotary positions from
-:mod:`.positional`) and :mod:`.normalization`.
+takes its mask, the causal part included, from :func:`.masks.attention_bias`, and in the
+Llama-style variant its rotary positions from :mod:`.positional`) and :mod:`.normalization`.
 """

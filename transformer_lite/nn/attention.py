@@ -10,11 +10,11 @@ setting forbidden scores to -inf)
     Attention(Q, K, V) = softmax(Q K^T / sqrt(d_k) + M) V
 
 and Sec. 3.2.2 (multi-head attention). ``M`` is optional (0 = allowed,
--inf = forbidden; ``B`` is the batch size, as on the book's notation page).
+-inf = forbidden).
 Masks follow the package convention of :mod:`transformer_lite.nn.masks`:
 boolean ``True`` = may attend.
 
-Grouped-query attention, with optional RoPE and a key/value cache: Ainslie et al.
+Grouped-query attention: Ainslie et al.
 (2023), "GQA: Training Generalized Multi-Query Transformer Models from Multi-Head
 Checkpoints", Sec. 2.2: the ``n_heads`` query heads are
 divided into ``n_kv_heads`` groups, and the heads of one group share a single
@@ -248,10 +248,8 @@ class MultiHeadAttention(nn.Module):
             them as ``cache`` at the next step) or of the memory (cross-attention).
 
         Raises:
-            ValueError: for inputs, a cache or a mask of other shapes or dtypes; a cache or a
-                rotary embedding in cross-attention.
+            ValueError: for arguments other than the above.
         """
-        B, L, H_kv, G, d_head = *query.shape[:2], self.n_kv_heads, self.group_size, self.d_head
         if key is None and value is None:  # self-attention
             check_sequences(self, self.d_model, query=query)
             key = value = query
@@ -262,6 +260,8 @@ class MultiHeadAttention(nn.Module):
                     "expected key=None and value=None with them, received key and value"
                 )
             check_projection_inputs(self, self.d_model, query, key, value)
+        B, L = query.shape[:2]
+        H_kv, G, d_head = self.n_kv_heads, self.group_size, self.d_head
         S_past = 0 if cache is None else cache[0].shape[-2]
         for name, t in zip(("cached key", "cached value"), cache or ()):
             layout = "(B, n_kv_heads, S_past, d_head)"

@@ -29,6 +29,8 @@ is :mod:`transformer_lite.interop`.
 
 from __future__ import annotations
 
+import typing
+
 import torch.nn.functional as F
 from torch import Tensor, nn
 
@@ -215,7 +217,10 @@ class TransformerBlock(nn.Module):
         rotary: RotaryEmbedding | None = None,
     ) -> None:
         super().__init__()
-        check_dropout(self, dropout)  # here, so the message names this block
+        # here, so the messages name this block (before any submodule is built)
+        check_choice(self, "activation", activation, typing.get_args(Activation))
+        check_choice(self, "norm", norm, tuple(NORM_CLASSES))
+        check_dropout(self, dropout)
         self.norm_first = norm_first
         self.self_attn = MultiHeadAttention(
             d_model, n_heads, n_kv_heads, dropout=dropout, bias=bias, rotary=rotary
@@ -253,8 +258,9 @@ class TransformerBlock(nn.Module):
             values of all ``S = S_past + L`` positions, to pass as ``cache`` at the next step.
 
         Raises:
-            ValueError: as the attention module.
+            ValueError: for an ``x`` of another shape, or as the attention module.
         """
+        check_sequences(self, self.self_attn.d_model, x=x)
         if self.norm_first:  # pre-norm: x + Sublayer(LN(x))
             a = self.self_attn(self.norm1(x), attn_mask=attn_mask, is_causal=is_causal, cache=cache)
             x = x + self.dropout1(a.output)

