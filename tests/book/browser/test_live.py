@@ -173,7 +173,7 @@ def test_greedy_generation_in_the_page_equals_generate(server, browser, site, ch
         assert "error" not in result, result
         expected = model.generate(
             torch.tensor([[vocab.index(c) for c in prompt]]), n_new, temperature=0.0
-        )[0, len(prompt) :].tolist()
+        ).tokens[0, len(prompt) :].tolist()
         assert result["generated_ids"] == expected
         assert box.locator(".tl-live-generated").text_content() == "".join(
             vocab[i] for i in expected
@@ -340,12 +340,15 @@ def _bytes(path: Path) -> int:
     return sum(f.stat().st_size for f in path.rglob("*") if f.is_file())
 
 
-def test_site_is_at_most_32_mb_without_the_live_model_files(site):
-    """Issue 14: the site without the on-demand live files (runtime and models) stays within 32 MB.
+def test_site_is_at_most_48_mb_without_the_live_model_files(site):
+    """Issue 14: the site without the on-demand live files (runtime and models) stays within 48 MB.
 
-    The bound was 30 MB; the controls and interventions added for issue 20 (2026-12-02) brought the
-    site to 30.1 MB, nearly all of it the chapters' stored outputs (in the pages and in the
-    downloadable notebooks under _sources/). Issue 24's load targets are per page, not this total."""
+    The bound was 30 MB, then 32 MB after the controls and interventions of issue 20 (2026-12-02:
+    30.1 MB, nearly all of it the chapters' stored outputs, in the pages and in the downloadable
+    notebooks under _sources/). Issue 24 (2026-12-06) stores the figures at twice the pixels
+    (retina PNGs: 4.1 MB of PNG in the chapters became 9.1 MB), counted twice, as images and
+    base64 in the notebooks: 46.3 MB measured. A reader does not load the total: pictures load
+    lazily, and issue 24's load targets are per page (benchmarks/site_load.py)."""
     live = site / "_static" / "live"
     on_demand = _bytes(live / "vendor") + _bytes(live / "models")
     total = _bytes(site)
@@ -356,7 +359,7 @@ def test_site_is_at_most_32_mb_without_the_live_model_files(site):
             "live_files_bytes": on_demand,
         }
     )
-    assert total - on_demand <= 32e6, f"{(total - on_demand) / 1e6:.1f} MB"
+    assert total - on_demand <= 48e6, f"{(total - on_demand) / 1e6:.1f} MB"
     # only the MathJax component the pages use
     assert not list((site / "_static" / "mathjax").glob("tex-svg*.js"))
 
