@@ -171,9 +171,11 @@ def test_greedy_generation_in_the_page_equals_generate(server, browser, site, ch
         box.locator("input[aria-label='characters to generate']").fill(str(n_new))
         result = _run(page, box)
         assert "error" not in result, result
-        expected = model.generate(
-            torch.tensor([[vocab.index(c) for c in prompt]]), n_new, temperature=0.0
-        ).tokens[0, len(prompt) :].tolist()
+        expected = (
+            model.generate(torch.tensor([[vocab.index(c) for c in prompt]]), n_new, temperature=0.0)
+            .tokens[0, len(prompt) :]
+            .tolist()
+        )
         assert result["generated_ids"] == expected
         assert box.locator(".tl-live-generated").text_content() == "".join(
             vocab[i] for i in expected
