@@ -40,9 +40,11 @@ book: install
 
 # For authors: re-execute the chapters and store their outputs (in place), after changing a chapter
 # or the package. Then `make test` checks them. One chapter: make execute NOTEBOOKS=notebooks/02_causal_masks.ipynb
+# Training runs of chapters 5, 6 and 8 are stored in checkpoints/ and checked, not redone
+# (transformer_lite/training/stored.py); to train them all again: make execute TL_RETRAIN=1
 NOTEBOOKS ?= $(sort $(wildcard notebooks/*.ipynb))
 execute:
-	$(PYTHON) -m jupyter nbconvert --to notebook --execute --inplace --ExecutePreprocessor.timeout=1800 $(NOTEBOOKS)
+	TL_RETRAIN=$(TL_RETRAIN) $(PYTHON) -m jupyter nbconvert --to notebook --execute --inplace --ExecutePreprocessor.timeout=1800 $(NOTEBOOKS)
 
 # System packages for the browser tests: Debian's chromium (Playwright drives it; it never
 # downloads a browser of its own). Needs root or sudo; skipped when chromium is already there.
@@ -59,14 +61,18 @@ system:
 # outputs must still hold (tests/nbval_tolerance.py says how they are compared).
 # Choose another: make test TEST_CPU_CAPABILITY=default
 # The test files run on TEST_WORKERS processes (pytest-xdist; one thread each, so two workers keep a
-# 2-core machine busy without oversubscribing it); conftest.py keeps each notebook, and every test of
-# the built book, on one worker. TEST_WORKERS=0 runs everything in this process. TL_REQUIRE_ALL=1:
+# 2-core machine busy without oversubscribing it); conftest.py keeps each notebook on one worker, and the
+# workers share one build of the book. TEST_WORKERS=0 runs everything in this process. TL_REQUIRE_ALL=1:
 # a test whose data package is missing fails instead of skipping (everything was just installed).
+# Chapter 8 fixes torch's thread count at 2 (its sums depend on it): OMP_WAIT_POLICY=PASSIVE lets its
+# idle threads sleep instead of spinning against the other worker. TL_REQUIRE_STORED=1: a chapter's
+# stored training run (transformer_lite/training/stored.py) that is missing or stale is an error, not
+# minutes of silent retraining.
 TEST_CPU_CAPABILITY ?= $(shell $(PYTHON) -c "import torch; print('avx2' if torch.backends.cpu.get_cpu_capability() == 'AVX512' else 'default')" 2>/dev/null || echo default)
 TEST_WORKERS ?= 2
 test: install system
-	ATEN_CPU_CAPABILITY=$(TEST_CPU_CAPABILITY) OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 TL_REQUIRE_ALL=1 \
-	  $(PYTHON) -m pytest -n $(TEST_WORKERS) --dist loadgroup
+	ATEN_CPU_CAPABILITY=$(TEST_CPU_CAPABILITY) OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 OMP_WAIT_POLICY=PASSIVE \
+	  TL_REQUIRE_ALL=1 TL_REQUIRE_STORED=1 $(PYTHON) -m pytest -n $(TEST_WORKERS) --dist loadgroup
 
 clean:
 	rm -rf book/_build student_edition build/live grades course

@@ -22,12 +22,13 @@ SLOW_FOLDERS = ("tests/book/browser/", "tests/pretrained/")
 
 
 # fmt: off
-# Groups for pytest-xdist (`--dist loadgroup`, given by the Makefile's test target): a notebook's cells share one kernel
-# and the built book is built once, so each file is one group and every test of the built site (the
-# ``site`` fixture) one more. Groups are handed out in this order, longest first, so that the two
-# workers finish together; the rest follow in collection order.
-LONG_GROUPS = ["site", "notebooks/08_language_model.ipynb", "notebooks/06_rnn_gradients.ipynb",
-               "notebooks/04_transformer_block.ipynb", "notebooks/05_encoder_decoder.ipynb",
+# Groups for pytest-xdist (`--dist loadgroup`, given by the Makefile's test target): a notebook's cells share one
+# kernel, so each file is one group (the built book is shared by the workers: the ``site`` fixture). Groups are
+# handed out in this order, longest first (measured with --durations), so that the two workers finish together;
+# the rest follow in collection order.
+LONG_GROUPS = ["notebooks/08_language_model.ipynb", "tests/book/browser/test_a11y.py", "tests/book/test_grade.py",
+               "notebooks/06_rnn_gradients.ipynb", "notebooks/04_transformer_block.ipynb",
+               "notebooks/05_encoder_decoder.ipynb", "tests/book/browser/test_site.py", "tests/book/test_nbgrader.py",
                "notebooks/03_positional_encodings.ipynb", "notebooks/01_attention.ipynb"]
 # fmt: on
 
@@ -35,7 +36,7 @@ LONG_GROUPS = ["site", "notebooks/08_language_model.ipynb", "notebooks/06_rnn_gr
 @pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the groups
 def pytest_collection_modifyitems(config, items):
     """Mark as ``slow`` the notebooks and the tests of the folders above, and give every test its
-    pytest-xdist group (above).
+    pytest-xdist group (its file, above).
 
     ``pytest -m "not slow"`` is then the fast tier: the package's own tests (README, "Two commands").
     """
@@ -45,9 +46,7 @@ def pytest_collection_modifyitems(config, items):
         where = path.relative_to(root).as_posix()
         if path.suffix == ".ipynb" or where.startswith(SLOW_FOLDERS):
             item.add_marker(pytest.mark.slow)
-        uses_site = "site" in getattr(item, "fixturenames", ())
-        group = "site" if uses_site else where
-        item.add_marker(pytest.mark.xdist_group(group))
+        item.add_marker(pytest.mark.xdist_group(where))
     rank = {name: i for i, name in enumerate(LONG_GROUPS)}
 
     def order(item):

@@ -14,6 +14,7 @@ Import the helpers with ``from tests.conftest import close, F64`` (the repositor
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import re
@@ -110,23 +111,33 @@ def _torch_layer(kind, d_model, n_heads, d_ff, norm_first, activation, seed, eps
 
 
 # The built book, shared by the browser tests (tests/book/browser/) and the launch-button tests: one build per
-# session, the README's command (`jupyter-book build book -W -n --keep-going`, into book/_build/html) with
+# test run, the README's command (`jupyter-book build book -W -n --keep-going`, into book/_build/html) with
 # a stand-in repository address, so that the pages carry the Binder and Colab buttons a published book has.
+# Under pytest-xdist every worker asks for it: the first builds, the others wait on a lock and reuse it.
 ROOT = Path(__file__).resolve().parents[1]
 SITE = ROOT / "book" / "_build" / "html"
 STAND_IN_REPOSITORY = "https://github.com/example-org/transformer-lite-book"
 
 
 @pytest.fixture(scope="session")
-def site() -> Path:
-    """The book built once (see above); the test session fails if the build warns or fails."""
-    subprocess.run(
-        ["jupyter-book", "build", "book", "-W", "-n", "--keep-going"],
-        cwd=ROOT,
-        env=dict(os.environ, TL_REPOSITORY_URL=STAND_IN_REPOSITORY),
-        check=True,
-        stdout=subprocess.DEVNULL,
-    )
+def site(tmp_path_factory, worker_id) -> Path:
+    """The book built once per run (see above); the test session fails if the build warns or fails."""
+    # a folder of this run that every worker shares (without xdist: this session's own)
+    shared = tmp_path_factory.getbasetemp()
+    if worker_id != "master":
+        shared = shared.parent
+    with open(shared / "site.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
+        built = shared / "site.built"
+        if not built.exists():
+            subprocess.run(
+                ["jupyter-book", "build", "book", "-W", "-n", "--keep-going"],
+                cwd=ROOT,
+                env=dict(os.environ, TL_REPOSITORY_URL=STAND_IN_REPOSITORY),
+                check=True,
+                stdout=subprocess.DEVNULL,
+            )
+            built.touch()
     assert (SITE / "index.html").is_file()
     return SITE
 

@@ -152,7 +152,13 @@ def _param_groups(model: nn.Module, weight_decay: float) -> list[dict]:
 
 
 def train(
-    model: nn.Module, train_ids: Tensor, val_ids: Tensor, cfg: TrainConfig, progress: bool = True
+    model: nn.Module,
+    train_ids: Tensor,
+    val_ids: Tensor,
+    cfg: TrainConfig,
+    progress: bool = True,
+    *,
+    stop_after: int | None = None,
 ) -> TrainHistory:
     """Train ``model`` in place on random windows of ``train_ids``; evaluate on ``val_ids``.
 
@@ -161,6 +167,8 @@ def train(
         train_ids, val_ids: ``(N,)`` int64 token sequences.
         cfg: a :class:`TrainConfig`.
         progress: show a tqdm progress bar.
+        stop_after: stop after this many steps, on the schedule of ``cfg.steps`` (the start of
+            the full run: :func:`~transformer_lite.training.stored.train_or_load` checks with it).
 
     Returns:
         A :class:`TrainHistory`. The model is left in train mode.
@@ -176,8 +184,9 @@ def train(
     history = TrainHistory()
     start = time.perf_counter()
     model.train()
+    steps = cfg.steps if stop_after is None else min(stop_after, cfg.steps)
     bar = tqdm(
-        range(cfg.steps), disable=not progress, desc="training", unit="step", mininterval=1.0
+        range(steps), disable=not progress, desc="training", unit="step", mininterval=1.0
     )
     for step in bar:
         lr = learning_rate(step, cfg)
