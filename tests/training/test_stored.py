@@ -54,7 +54,7 @@ def test_stop_after_is_the_start_of_the_full_run(ids):
 def test_a_load_equals_training_and_does_not_train_again(ids, tmp_path, monkeypatch):
     path = tmp_path / "run.safetensors"
     trained = fresh()
-    history = train_or_load(trained, *ids, TRAIN, path, check_steps=2, progress=False)
+    history = train_or_load(trained, *ids, TRAIN, path, repeat_steps=2, progress=False)
     rng_after = torch.get_rng_state()
     assert path.exists()
     direct = train(fresh(), *ids, TRAIN, progress=False)  # what train() gives
@@ -67,7 +67,7 @@ def test_a_load_equals_training_and_does_not_train_again(ids, tmp_path, monkeypa
     )
     torch.manual_seed(123)  # another random state before the call
     loaded = fresh()
-    again = train_or_load(loaded, *ids, TRAIN, path, check_steps=2, progress=False)
+    again = train_or_load(loaded, *ids, TRAIN, path, repeat_steps=2, progress=False)
     assert calls == [2]  # only the check
     assert again == history
     assert loaded.training
@@ -116,12 +116,12 @@ def test_run_or_load_computes_checks_and_reads(tmp_path):
         return {"sum": a + b, "parts": [a / 3, b]}
 
     keys = [(1, 2), (3, 4), (5, 6)]
-    first = run_or_load(path, keys, compute, settings={"n": 1}, check=1, progress=False)
+    first = run_or_load(path, keys, compute, settings={"n": 1}, repeat=1, progress=False)
     assert seen == keys
     assert first[3, 4] == {"sum": 7, "parts": [1.0, 4]}
     assert json.loads(path.read_text())["settings"] == {"n": 1}
     seen.clear()
-    assert run_or_load(path, keys, compute, settings={"n": 1}, check=1, progress=False) == first
+    assert run_or_load(path, keys, compute, settings={"n": 1}, repeat=1, progress=False) == first
     assert seen == [(1, 2)]  # only the check
 
     # other settings: computed again, the file kept

@@ -83,14 +83,14 @@ def train_or_load(
     cfg: TrainConfig,
     path: str | Path,
     *,
-    check_steps: int = 20,
+    repeat_steps: int = 20,
     rtol: float = 1e-4,
     progress: bool = True,
 ) -> TrainHistory:
     """``train(model, train_ids, val_ids, cfg)``, or its stored outcome after a check.
 
     When ``path`` holds a run of the same model configuration, training settings and data,
-    the first ``check_steps`` steps are trained again on a copy of ``model`` and their batch
+    the first ``repeat_steps`` steps are trained again on a copy of ``model`` and their batch
     losses must equal the stored ones within ``rtol`` (other processors change the last bits);
     then ``model`` receives the stored weights, torch's global random state the one training
     left, and the stored :class:`TrainHistory` is returned (``seconds`` is the original run's).
@@ -100,7 +100,7 @@ def train_or_load(
         model: a freshly initialised model (the one :func:`train` would start from).
         train_ids, val_ids, cfg: as for :func:`train`.
         path: a ``.safetensors`` file.
-        check_steps: how many steps to repeat (at most ``cfg.steps``).
+        repeat_steps: how many steps to repeat (at most ``cfg.steps``).
         rtol: relative tolerance of the repeated batch losses.
         progress: show a progress bar while training.
 
@@ -138,7 +138,7 @@ def train_or_load(
             save_model(model, str(path), metadata={_META_KEY: json.dumps(meta)})
         return history
 
-    steps = min(check_steps, cfg.steps)
+    steps = min(repeat_steps, cfg.steps)
     trial = train(copy.deepcopy(model), train_ids, val_ids, cfg, progress=False, stop_after=steps)
     for step, (new, old) in enumerate(zip(trial.step_loss, stored["history"]["step_loss"])):
         if not math.isclose(new, old, rel_tol=rtol):
@@ -170,7 +170,7 @@ def run_or_load(
     compute: Callable[..., object],
     *,
     settings: dict,
-    check: int = 1,
+    repeat: int = 1,
     atol: float = 0.0,
     desc: str = "runs",
     progress: bool = True,
@@ -178,7 +178,7 @@ def run_or_load(
     """``{key: compute(*key)}`` for every key (a tuple of arguments), or the stored results.
 
     When ``path`` (a JSON file) holds results for the same keys and ``settings``, the first
-    ``check`` keys are computed again and must match the stored results within ``atol`` (every
+    ``repeat`` keys are computed again and must match the stored results within ``atol`` (every
     number of a result); the rest are read. Otherwise every key is computed (with a progress
     bar), and the results written to ``path`` if no file was there. A result is a number or
     lists/dicts of numbers (JSON).
@@ -188,7 +188,7 @@ def run_or_load(
         keys: the runs, each a tuple of ``compute``'s arguments (JSON-serialisable).
         compute: one run; its result must be JSON-serialisable.
         settings: everything else the runs depend on (budgets, sizes): part of the file's identity.
-        check: how many runs to repeat on a load.
+        repeat: how many runs to repeat on a load.
         atol: absolute tolerance of the repeated numbers (an accuracy on 1000 samples may move
             by a few samples on another processor).
         desc: the progress bar's label.
@@ -215,14 +215,17 @@ def run_or_load(
         raise _missing(what, path, "does not exist")
     args = [k if isinstance(k, tuple) else (k,) for k in keys]
     if stored is None:
-        results = {k: compute(*a) for k, a in zip(keys, tqdm(args, desc=desc, mininterval=5, disable=not progress))}
+        results = {
+            k: compute(*a)
+            for k, a in zip(keys, tqdm(args, desc=desc, mininterval=5, disable=not progress))
+        }
         if _flag("TL_RETRAIN") or not path.exists():
             path.parent.mkdir(parents=True, exist_ok=True)
             rows = {_key(k): v for k, v in results.items()}
             path.write_text(json.dumps({**identity, "results": rows}, indent=1) + "\n")
         return {k: json.loads(json.dumps(v)) for k, v in results.items()}  # as a load gives them
     results = {k: stored["results"][_key(k)] for k in keys}
-    for k, a in zip(keys[:check], args[:check]):
+    for k, a in zip(keys[:repeat], args[:repeat]):
         new, old = _leaves(compute(*a)), _leaves(results[k])
         if len(new) != len(old) or any(abs(x - y) > atol for x, y in zip(new, old)):
             raise _mismatch(what, path, f"run {k!r}: {new} now, {old} stored (atol {atol})")

@@ -185,9 +185,7 @@ def train(
     start = time.perf_counter()
     model.train()
     steps = cfg.steps if stop_after is None else min(stop_after, cfg.steps)
-    bar = tqdm(
-        range(steps), disable=not progress, desc="training", unit="step", mininterval=1.0
-    )
+    bar = tqdm(range(steps), disable=not progress, desc="training", unit="step", mininterval=1.0)
     for step in bar:
         lr = learning_rate(step, cfg)
         for group in optimizer.param_groups:
