@@ -4,6 +4,10 @@
 - ``gradcheck_module``: gradcheck of a block's output in its inputs and all its parameters.
 - ``torch_encoder_layer``/``torch_decoder_layer``: torch's layers with non-trivial biases and norm
   parameters, the oracles of the blocks' ``from_torch`` (copying a parameter wrongly must show).
+- ``CheckerCases``, ``module_exercise_tests``, ``stub_of``, ``assert_leaves_global_random_state``:
+  the tests of the book's exercise checkers (right answers pass, mistakes are named, stubs print
+  "not implemented yet", the global generator is left alone); the learner's modules they run are in
+  tests/chapters/learners.py.
 - The ``slow`` marker (set in the root ``conftest.py`` for notebooks, browser and student-edition
   tests, and with ``@pytest.mark.slow`` on package tests that train or load weights):
   ``pytest -m "not slow"`` is the fast tier (see the README).
@@ -299,14 +303,69 @@ class CheckerCases:
         return test_right_answers_pass, test_mistakes_are_named
 
 
+def assert_prints_not_implemented(check, capsys, *learner) -> None:
+    """``check(*learner)`` prints "not implemented yet" and returns None."""
+    assert check(*learner) is None
+    assert f"{check.__name__}: not implemented yet" in capsys.readouterr().out
+
+
 def assert_not_implemented(check, capsys, n_functions: int = 1) -> None:
     """A stub raising ``NotImplementedError`` makes ``check`` print "not implemented yet" and return None."""
 
     def stub(*args, **kwargs):
         raise NotImplementedError
 
-    assert check(*[stub] * n_functions) is None
-    assert f"{check.__name__}: not implemented yet" in capsys.readouterr().out
+    assert_prints_not_implemented(check, capsys, *[stub] * n_functions)
+
+
+def stub_of(base: type, method: str = "forward") -> type:
+    """``base`` whose ``method`` raises as the student edition's stub does."""
+
+    def raises(self, *args, **kwargs):
+        raise NotImplementedError("exercise: replace this line with your code")
+
+    return type(f"Stub{base.__name__}", (base,), {method: raises})
+
+
+def assert_leaves_global_random_state(check, *learner) -> None:
+    """``check(*learner)`` leaves torch's global generator as it found it: a checker seeds its own
+    generators, so that a reader's later ``torch.randn`` does not depend on having run it."""
+    torch.manual_seed(123)
+    before = torch.get_rng_state()
+    expected = torch.rand(3)
+    torch.set_rng_state(before)
+    check(*learner)
+    assert torch.equal(torch.get_rng_state(), before), (
+        f"{check.__name__} moved the global generator"
+    )
+    assert torch.equal(torch.rand(3), expected)
+
+
+def module_exercise_tests(stubs: list[tuple], references: list[tuple]):
+    """The two tests of a chapter's module exercises, for the test file to bind to their names:
+    ``test_stub_prints_not_implemented, test_checkers_leave_the_global_random_state_alone``.
+
+    The first runs over ``stubs``, tuples ``(check, base)`` or ``(check, base, method)``:
+    ``stub_of(base, method)`` (method ``forward`` by default) makes ``check`` print "not implemented
+    yet", and so does a constructor that raises. The second runs
+    ``assert_leaves_global_random_state`` over ``references``, tuples ``(check, cls)``. The ids are
+    the names joined by "-", e.g. ``check_block_module-BlockReference``.
+    """
+
+    def named(values):  # the id: the names joined by "-"
+        return "-".join(getattr(v, "__name__", v) for v in values)
+
+    @pytest.mark.parametrize("stub", stubs, ids=named)
+    def test_stub_prints_not_implemented(stub, capsys):
+        check, *base_and_method = stub
+        assert_prints_not_implemented(check, capsys, stub_of(*base_and_method))
+        assert_not_implemented(check, capsys)  # the constructor of the student edition's stub
+
+    @pytest.mark.parametrize("check, cls", references, ids=[named(c) for c in references])
+    def test_checkers_leave_the_global_random_state_alone(check, cls):
+        assert_leaves_global_random_state(check, cls)
+
+    return test_stub_prints_not_implemented, test_checkers_leave_the_global_random_state_alone
 
 
 def perturbed(make: Callable[[], nn.Module], seed: int, scale: float = 0.3) -> nn.Module:

@@ -96,30 +96,34 @@ def test_the_classmethod_builds_its_own_class_even_a_subclass(ours, make):
     assert type(sub.from_torch(make())) is sub
 
 
+def _generator_after(*builds):
+    """torch's global generator after seeding 0 and calling each build in turn."""
+    torch.manual_seed(0)
+    for build in builds:
+        build()
+    return torch.get_rng_state()
+
+
 def test_block_from_torch_draws_as_the_two_constructions_it_makes():
     """The block is built whole (random init), then its attention is built again by
     MultiHeadAttention.from_torch and replaced: the global generator advances by both builds,
     which the chapters' later cells depend on. Oracle: the same two builds by hand."""
     layer = nn.TransformerEncoderLayer(8, 2, 16, batch_first=True)
-    torch.manual_seed(0)
-    TransformerBlock.from_torch(layer)
-    after = torch.get_rng_state()
-    torch.manual_seed(0)
-    TransformerBlock(8, 2, 16, dropout=0.1)
-    MultiHeadAttention(8, 2, dropout=0.1)
-    assert torch.equal(after, torch.get_rng_state())
+    by_hand = _generator_after(
+        lambda: TransformerBlock(8, 2, 16, dropout=0.1),
+        lambda: MultiHeadAttention(8, 2, dropout=0.1),
+    )
+    assert torch.equal(_generator_after(lambda: TransformerBlock.from_torch(layer)), by_hand)
 
 
 def test_decoder_block_from_torch_draws_as_the_three_constructions_it_makes():
     layer = nn.TransformerDecoderLayer(8, 2, 16, batch_first=True)
-    torch.manual_seed(0)
-    DecoderBlock.from_torch(layer)
-    after = torch.get_rng_state()
-    torch.manual_seed(0)
-    DecoderBlock(8, 2, 16, dropout=0.1)
-    MultiHeadAttention(8, 2, dropout=0.1)  # self_attn
-    MultiHeadAttention(8, 2, dropout=0.1)  # cross_attn (torch's multihead_attn)
-    assert torch.equal(after, torch.get_rng_state())
+    by_hand = _generator_after(
+        lambda: DecoderBlock(8, 2, 16, dropout=0.1),
+        lambda: MultiHeadAttention(8, 2, dropout=0.1),  # self_attn
+        lambda: MultiHeadAttention(8, 2, dropout=0.1),  # cross_attn (torch's multihead_attn)
+    )
+    assert torch.equal(_generator_after(lambda: DecoderBlock.from_torch(layer)), by_hand)
 
 
 # --------------------------------------------------------------------------- from tests/nn/test_attention.py

@@ -217,14 +217,20 @@ def attention_float_mask_subtracted(query, key, value, attn_mask=None):
     return _bool_mask_only(query, key, value, attn_mask)
 
 
-def test_attention_checker_tries_a_float_mask():
-    calls = []
+def _masks_the_attention_checker_tries():
+    """The attn_mask of every call check_scaled_dot_product_attention makes (None where it passes none)."""
+    masks = []
 
     def recording(query, key, value, attn_mask=None):
-        calls.append(attn_mask)
+        masks.append(attn_mask)
         return attention_reference(query, key, value, attn_mask)
 
     check_scaled_dot_product_attention(recording)
+    return masks
+
+
+def test_attention_checker_tries_a_float_mask():
+    calls = _masks_the_attention_checker_tries()
     floats = [m for m in calls if m is not None and m.is_floating_point()]
     assert floats and torch.isneginf(floats[0]).any() and torch.isfinite(floats[0]).any()
 
@@ -241,13 +247,7 @@ def test_attention_package_function_passes(capsys):
 
 def test_attention_checker_tries_a_fully_masked_row():
     # The NaN-returning implementation is right on every other case, so it fails only because of that row.
-    calls = []
-
-    def recording(query, key, value, attn_mask=None):
-        calls.append(attn_mask)
-        return attention_reference(query, key, value, attn_mask)
-
-    check_scaled_dot_product_attention(recording)
+    calls = _masks_the_attention_checker_tries()
     assert any(m is not None and (~m.any(dim=-1)).any() for m in calls)
 
 

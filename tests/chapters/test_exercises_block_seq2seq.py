@@ -9,7 +9,7 @@ rejected with an AssertionError naming that mistake), and a stub raising NotImpl
 import pytest
 import torch
 
-from tests.conftest import CheckerCases, assert_not_implemented
+from tests.conftest import CheckerCases, assert_leaves_global_random_state, assert_not_implemented
 from transformer_lite.chapters.exercises import check_pre_norm_block, check_shift_right
 
 CASES = CheckerCases()
@@ -82,11 +82,7 @@ def wrong_shape(block, x):
 
 
 def test_pre_norm_checker_leaves_the_global_random_state_alone():
-    torch.manual_seed(123)
-    expected = torch.rand(3)
-    torch.manual_seed(123)
-    check_pre_norm_block(pre_norm_reference)
-    assert torch.equal(torch.rand(3), expected)
+    assert_leaves_global_random_state(check_pre_norm_block, pre_norm_reference)
 
 
 # =========================================================================== teacher-forcing shift

@@ -15,7 +15,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from tests.conftest import CheckerCases
+from tests.conftest import CheckerCases, assert_leaves_global_random_state
 from transformer_lite.chapters.exercises import check_next_token_loss, check_temperature_top_k
 from transformer_lite.training.train import lm_loss
 
@@ -362,11 +362,7 @@ def test_kv_cache_bytes_accepts_the_formula(capsys):
 
 def test_kv_cache_checker_leaves_the_readers_random_state_alone():
     # the checker seeds its own models; a reader's later torch.randn must not depend on it
-    torch.manual_seed(123)
-    expected = torch.rand(3)
-    torch.manual_seed(123)
-    check_kv_cache_bytes(kv_bytes)
-    assert torch.equal(torch.rand(3), expected)
+    assert_leaves_global_random_state(check_kv_cache_bytes, kv_bytes)
 
 
 @pytest.mark.parametrize(

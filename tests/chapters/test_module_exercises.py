@@ -1,22 +1,31 @@
 """The module exercises of chapters 1 and 4: check_multi_head_attention, check_layer_norm_module,
 check_feed_forward_module and check_block_module.
 
-Oracle: learner-style ``nn.Module`` classes written here from the formulas, independently of the
-checkers' own variant helpers. A correct class (and the package's or torch's own module, which has the
-same interface) must pass and print "all checks passed"; each deliberately wrong class, one classic
-mistake apiece, must be rejected with an AssertionError naming that mistake; a stub whose ``forward``
-raises NotImplementedError must print "not implemented yet" and return None.
+Oracle: learner-style ``nn.Module`` classes written from the formulas, independently of the checkers'
+own variant helpers (the right ones in tests/chapters/learners.py, shared with the later chapters
+that build on them; the wrong ones here). A correct class (and the package's or torch's own module,
+which has the same interface) must pass and print "all checks passed"; each deliberately wrong
+class, one classic mistake apiece, must be rejected with an AssertionError naming that mistake; a
+stub whose ``forward`` raises NotImplementedError must print "not implemented yet" and return None.
 """
 
 import math
 
-import pytest
 import torch
 import torch.nn.functional as F
 from torch import nn
 
 import transformer_lite as tl
-from tests.conftest import CheckerCases, assert_not_implemented
+from tests.chapters.learners import (
+    INF,
+    BlockReference,
+    FeedForwardReference,
+    LayerNormReference,
+    MergeWithoutTranspose,
+    MHAReference,
+    SplitWithoutTranspose,
+)
+from tests.conftest import CheckerCases, module_exercise_tests
 from transformer_lite.chapters.exercises.ch1_attention import check_multi_head_attention
 from transformer_lite.chapters.exercises.ch4_transformer_block import (
     check_block_module,
@@ -25,7 +34,6 @@ from transformer_lite.chapters.exercises.ch4_transformer_block import (
 )
 
 CASES = CheckerCases()
-INF = float("inf")
 
 
 # =========================================================================== multi-head attention
@@ -33,49 +41,7 @@ INF = float("inf")
 # -> (output (B, L, D), weights (B, H, L, S)); attn_mask (L, S), bool True = may attend, or float (added).
 
 
-@CASES.passes(check_multi_head_attention)
-class MHAReference(nn.Module):
-    """Written from Vaswani et al. (2017), Sec. 3.2.2, one step per method so that a mistake can replace one."""
-
-    def __init__(self, d_model, n_heads):
-        super().__init__()
-        self.n_heads = n_heads
-        self.q_proj = nn.Linear(d_model, d_model)
-        self.k_proj = nn.Linear(d_model, d_model)
-        self.v_proj = nn.Linear(d_model, d_model)
-        self.out_proj = nn.Linear(d_model, d_model)
-
-    def split(self, x):  # (B, T, D) -> (B, H, T, d_head)
-        B, T, D = x.shape
-        return x.view(B, T, self.n_heads, D // self.n_heads).transpose(1, 2)
-
-    def merge(self, heads):  # (B, H, L, d_head) -> (B, L, D)
-        B, H, L, d_head = heads.shape
-        return heads.transpose(1, 2).reshape(B, L, H * d_head)
-
-    def scores(self, q, k):
-        return q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
-
-    def masked(self, scores, mask):
-        if mask is None:
-            return scores
-        if mask.dtype == torch.bool:
-            return scores.masked_fill(~mask, -INF)
-        return scores + mask
-
-    def softmax(self, scores):
-        return torch.softmax(scores, dim=-1)
-
-    def project(self, query, key, value):
-        return self.q_proj(query), self.k_proj(key), self.v_proj(value)
-
-    def output(self, merged):
-        return self.out_proj(merged)
-
-    def forward(self, query, key, value, attn_mask=None):
-        q, k, v = (self.split(t) for t in self.project(query, key, value))
-        weights = self.softmax(self.masked(self.scores(q, k), attn_mask))
-        return self.output(self.merge(weights @ v)), weights
+CASES.passes(check_multi_head_attention)(MHAReference)
 
 
 @CASES.passes(check_multi_head_attention)
@@ -99,17 +65,13 @@ class MHAScaledByModelWidth(MHAReference):
 
 
 @CASES.named(check_multi_head_attention, "heads split in the wrong order")
-class MHASplitByReshape(MHAReference):
-    def split(self, x):
-        B, T, D = x.shape
-        return x.reshape(B, self.n_heads, T, D // self.n_heads)
+class MHASplitByReshape(SplitWithoutTranspose, MHAReference):
+    """Everything right but the split into heads."""
 
 
 @CASES.named(check_multi_head_attention, "heads merged without undoing the transpose")
-class MHAMergeByReshape(MHAReference):
-    def merge(self, heads):
-        B, H, L, d_head = heads.shape
-        return heads.reshape(B, L, H * d_head)
+class MHAMergeByReshape(MergeWithoutTranspose, MHAReference):
+    """Everything right but the merge of the heads."""
 
 
 @CASES.named(check_multi_head_attention, "inverted mask polarity")
@@ -125,8 +87,8 @@ class MHAInvertedMask(MHAReference):
 
 @CASES.named(check_multi_head_attention, "mask not applied")
 class MHAMaskIgnored(MHAReference):
-    def masked(self, scores, mask):
-        return scores
+    def forward(self, query, key, value, attn_mask=None):
+        return super().forward(query, key, value)
 
 
 @CASES.named(check_multi_head_attention, "float mask subtracted")
@@ -209,23 +171,7 @@ def test_multi_head_attention_checker_tries_cross_attention_and_both_masks():
 # cls(d_model, eps=1e-5) with parameters weight (ones) and bias (zeros); forward(x (..., D)) -> (..., D).
 
 
-@CASES.passes(check_layer_norm_module)
-class LayerNormReference(nn.Module):
-    def __init__(self, d_model, eps=1e-5):
-        super().__init__()
-        self.eps = eps
-        self.weight = nn.Parameter(torch.ones(d_model))
-        self.bias = nn.Parameter(torch.zeros(d_model))
-
-    def normalize(self, x):
-        mean = x.mean(dim=-1, keepdim=True)
-        var = ((x - mean) ** 2).mean(dim=-1, keepdim=True)
-        return (x - mean) / torch.sqrt(var + self.eps)
-
-    def forward(self, x):
-        return self.normalize(x) * self.weight + self.bias
-
-
+CASES.passes(check_layer_norm_module)(LayerNormReference)
 CASES.passes(check_layer_norm_module)(tl.LayerNorm)
 CASES.passes(check_layer_norm_module)(nn.LayerNorm)
 
@@ -255,7 +201,7 @@ class LayerNormFirstAxis(LayerNormReference):
 @CASES.named(check_layer_norm_module, "forgot the learned scale and shift")
 class LayerNormNoAffine(LayerNormReference):
     def forward(self, x):
-        return self.normalize(x)
+        return F.layer_norm(x, x.shape[-1:], eps=self.eps)  # no weight, no bias
 
 
 @CASES.named(check_layer_norm_module, "eps ignored")
@@ -289,18 +235,7 @@ class LayerNormDetached(LayerNormReference):
 # cls(d_model, d_ff, dropout=0.0) with linear1, linear2, dropout; forward = linear2(dropout(relu(linear1(x)))).
 
 
-@CASES.passes(check_feed_forward_module)
-class FeedForwardReference(nn.Module):
-    def __init__(self, d_model, d_ff, dropout=0.0):
-        super().__init__()
-        self.linear1 = nn.Linear(d_model, d_ff)
-        self.linear2 = nn.Linear(d_ff, d_model)
-        self.dropout = nn.Dropout(dropout)
-
-    def forward(self, x):
-        return self.linear2(self.dropout(F.relu(self.linear1(x))))
-
-
+CASES.passes(check_feed_forward_module)(FeedForwardReference)
 CASES.passes(check_feed_forward_module)(tl.PositionwiseFeedForward)
 
 
@@ -332,7 +267,8 @@ class FeedForwardAlwaysDropping(FeedForwardReference):
 @CASES.named(check_feed_forward_module, "dropout in the wrong place: after linear2")
 class FeedForwardDropoutAtTheEnd(FeedForwardReference):
     def forward(self, x):
-        return self.dropout(self.linear2(F.relu(self.linear1(x))))
+        hidden = F.relu(self.linear1(x))
+        return self.dropout(self.linear2(hidden))
 
 
 @CASES.named(check_feed_forward_module, "dropout never applied in training mode")
@@ -356,38 +292,7 @@ class FeedForwardOtherNames(nn.Module):
 # dropout2; forward(x (B, L, D), attn_mask=None) -> y (B, L, D), post-norm or pre-norm.
 
 
-@CASES.passes(check_block_module)
-class BlockReference(nn.Module):
-    """Post-norm (Vaswani et al., 2017, Sec. 3.1) and pre-norm (Xiong et al., 2020), one method each."""
-
-    def __init__(self, d_model, n_heads, d_ff, dropout=0.0, norm_first=False):
-        super().__init__()
-        self.norm_first = norm_first
-        self.self_attn = tl.MultiHeadAttention(d_model, n_heads, dropout=dropout)
-        self.ff = FeedForwardReference(d_model, d_ff, dropout)
-        self.norm1 = LayerNormReference(d_model)
-        self.norm2 = LayerNormReference(d_model)
-        self.dropout1 = nn.Dropout(dropout)
-        self.dropout2 = nn.Dropout(dropout)
-
-    def sa(self, h, mask):
-        return self.dropout1(self.self_attn(h, h, h, attn_mask=mask)[0])
-
-    def ffn(self, h):
-        return self.dropout2(self.ff(h))
-
-    def post_norm(self, x, mask):
-        x = self.norm1(x + self.sa(x, mask))
-        return self.norm2(x + self.ffn(x))
-
-    def pre_norm(self, x, mask):
-        x = x + self.sa(self.norm1(x), mask)
-        return x + self.ffn(self.norm2(x))
-
-    def forward(self, x, attn_mask=None):
-        return self.pre_norm(x, attn_mask) if self.norm_first else self.post_norm(x, attn_mask)
-
-
+CASES.passes(check_block_module)(BlockReference)
 CASES.passes(check_block_module)(tl.TransformerBlock)
 
 
@@ -482,48 +387,13 @@ class BlockOtherNames(BlockReference):
 # =========================================================================== stubs and random state
 
 
-def _stub(base):
-    """``base`` with the forward of the student edition's stub."""
-
-    class Stub(base):
-        def forward(self, *args, **kwargs):
-            raise NotImplementedError("exercise: replace this line with your code")
-
-    return Stub
-
-
-@pytest.mark.parametrize(
-    "check, base",
-    [
-        (check_multi_head_attention, MHAReference),
-        (check_layer_norm_module, LayerNormReference),
-        (check_feed_forward_module, FeedForwardReference),
-        (check_block_module, BlockReference),
-    ],
-    ids=lambda v: getattr(v, "__name__", ""),
+REFERENCES = [
+    (check_multi_head_attention, MHAReference),
+    (check_layer_norm_module, LayerNormReference),
+    (check_feed_forward_module, FeedForwardReference),
+    (check_block_module, BlockReference),
+]
+test_stub_prints_not_implemented, test_checkers_leave_the_global_random_state_alone = (
+    module_exercise_tests(stubs=REFERENCES, references=REFERENCES)
 )
-def test_stub_prints_not_implemented(check, base, capsys):
-    assert check(_stub(base)) is None
-    assert f"{check.__name__}: not implemented yet" in capsys.readouterr().out
-    assert_not_implemented(check, capsys)  # a constructor that raises
-
-
-@pytest.mark.parametrize(
-    "check, cls",
-    [
-        (check_multi_head_attention, MHAReference),
-        (check_layer_norm_module, LayerNormReference),
-        (check_feed_forward_module, FeedForwardReference),
-        (check_block_module, BlockReference),
-    ],
-    ids=lambda v: getattr(v, "__name__", ""),
-)
-def test_checkers_leave_the_global_random_state_alone(check, cls):
-    torch.manual_seed(123)
-    expected = torch.rand(3)
-    torch.manual_seed(123)
-    check(cls)
-    assert torch.equal(torch.rand(3), expected)
-
-
 test_right_answers_pass, test_mistakes_are_named = CASES.tests()

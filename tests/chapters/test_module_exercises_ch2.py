@@ -2,7 +2,8 @@
 
 Oracle: learner-style ``nn.Module`` classes written here from the formulas (Vaswani et al., 2017,
 Sec. 3.2.2 and 3.2.3, with the key/value cache of incremental decoding and the bottom-right causal
-mask), independently of the checker's variant helpers, and the package's own
+mask; the projections and the split into heads are chapter 1's, from tests/chapters/learners.py),
+independently of the checker's variant helpers, and the package's own
 ``tl.MultiHeadAttention`` under the same call (``forward(x, past_kv=None)``). A second right class
 computes its output with torch's ``F.scaled_dot_product_attention`` and torch's own bottom-right bias
 (``causal_lower_right``), the twin of the mask. The right classes must pass and print "all checks
@@ -15,11 +16,22 @@ import math
 
 import torch
 import torch.nn.functional as F
-from torch import nn
 from torch.nn.attention.bias import causal_lower_right
 
 import transformer_lite as tl
-from tests.conftest import CheckerCases, assert_not_implemented
+from tests.chapters.learners import (
+    AttentionProjections,
+    CacheOfNewPositionsOnly,
+    MergeWithoutTranspose,
+    SplitWithoutTranspose,
+)
+from tests.conftest import (
+    CheckerCases,
+    assert_leaves_global_random_state,
+    assert_not_implemented,
+    assert_prints_not_implemented,
+    stub_of,
+)
 from transformer_lite.chapters.exercises import check_causal_self_attention_module
 
 CASES = CheckerCases()
@@ -30,24 +42,8 @@ check = check_causal_self_attention_module
 
 
 @CASES.passes(check)
-class CausalReference(nn.Module):
+class CausalReference(AttentionProjections):
     """One method per step, so that a mistake can replace one."""
-
-    def __init__(self, d_model, n_heads):
-        super().__init__()
-        self.n_heads, self.d_head = n_heads, d_model // n_heads
-        self.q_proj = nn.Linear(d_model, d_model)
-        self.k_proj = nn.Linear(d_model, d_model)
-        self.v_proj = nn.Linear(d_model, d_model)
-        self.out_proj = nn.Linear(d_model, d_model)
-
-    def split(self, t):  # (B, L, D) -> (B, H, L, d_head)
-        B, L, _ = t.shape
-        return t.view(B, L, self.n_heads, self.d_head).transpose(1, 2)
-
-    def merge(self, t):  # (B, H, L, d_head) -> (B, L, D)
-        B, H, L, d = t.shape
-        return t.transpose(1, 2).reshape(B, L, H * d)
 
     def append(self, past_kv, k, v):
         if past_kv is None:
@@ -194,9 +190,8 @@ class CausalPastOnly(CausalReference):
 
 
 @CASES.named(check, "only the new positions returned as the cache")
-class CausalNewOnly(CausalReference):
-    def present(self, past_kv, k, v, k_all, v_all):
-        return k, v
+class CausalNewOnly(CacheOfNewPositionsOnly, CausalReference):
+    """The cache returned after a decoding step holds one position."""
 
 
 @CASES.named(check, "cache not read")
@@ -220,21 +215,13 @@ class CausalSwappedCache(CausalReference):
 
 
 @CASES.named(check, "heads split in the wrong order")
-class CausalSplitOrder(CausalReference):
-    def split(self, t):
-        B, L, _ = t.shape
-        return t.reshape(B, self.n_heads, L, self.d_head)
-
-    def merge(self, t):
-        B, H, L, d = t.shape
-        return t.reshape(B, L, H * d)
+class CausalSplitOrder(SplitWithoutTranspose, MergeWithoutTranspose, CausalReference):
+    """Split into heads and merged back by reshapes alone."""
 
 
 @CASES.named(check, "heads merged without undoing the transpose")
-class CausalMergeOrder(CausalReference):
-    def merge(self, t):
-        B, H, L, d = t.shape
-        return t.reshape(B, L, H * d)
+class CausalMergeOrder(MergeWithoutTranspose, CausalReference):
+    """Split right, merged back by a reshape alone."""
 
 
 @CASES.named(check, "kept before the split into heads")
@@ -295,20 +282,10 @@ def test_reference_is_the_package_and_torch():
     torch.testing.assert_close(past, cache)
 
 
-class CausalStub(CausalReference):
-    def forward(self, x, past_kv=None):
-        raise NotImplementedError("exercise: replace this line with your code")
-
-
 def test_stub_prints_not_implemented(capsys):
-    assert check(CausalStub) is None
-    assert f"{check.__name__}: not implemented yet" in capsys.readouterr().out
+    assert_prints_not_implemented(check, capsys, stub_of(CausalReference))
     assert_not_implemented(check, capsys)  # a constructor that raises
 
 
 def test_checker_leaves_the_global_random_state_alone():
-    torch.manual_seed(123)
-    expected = torch.rand(3)
-    torch.manual_seed(123)
-    check(CausalReference)
-    assert torch.equal(torch.rand(3), expected)
+    assert_leaves_global_random_state(check, CausalReference)

@@ -10,20 +10,19 @@ given constructor calls a function still raising it) must print "not implemented
 
 import math
 
-import pytest
 import torch
 import torch.nn.functional as F
 from torch import nn
 
 import transformer_lite as tl
-from tests.conftest import CheckerCases, assert_not_implemented
+from tests.chapters.learners import INF, AttentionProjections, CacheOfNewPositionsOnly
+from tests.conftest import CheckerCases, module_exercise_tests
 from transformer_lite.chapters.exercises.ch3_positional_encodings import (
     check_rotary_attention_module,
     check_sinusoidal_module,
 )
 
 CASES = CheckerCases()
-INF = float("inf")
 
 
 def table(max_len, d_model):
@@ -154,22 +153,11 @@ def test_sinusoidal_checker_tries_offsets_odd_widths_train_mode_and_float32():
 
 
 @CASES.passes(check_rotary_attention_module)
-class RopeReference(nn.Module):
-    """Self-attention with RoPE, one step per method so that a mistake can replace one."""
+class RopeReference(AttentionProjections):
+    """Self-attention with RoPE (chapter 1's projections and heads), one step per method so that a
+    mistake can replace one."""
 
     base = 10000.0
-
-    def __init__(self, d_model, n_heads):
-        super().__init__()
-        self.n_heads, self.d_head = n_heads, d_model // n_heads
-        self.q_proj = nn.Linear(d_model, d_model)
-        self.k_proj = nn.Linear(d_model, d_model)
-        self.v_proj = nn.Linear(d_model, d_model)
-        self.out_proj = nn.Linear(d_model, d_model)
-
-    def split(self, t):  # (B, L, D) -> (B, H, L, d_head)
-        B, L, _ = t.shape
-        return t.view(B, L, self.n_heads, self.d_head).transpose(1, 2)
 
     def theta(self, d):  # (d/2,): theta_j = base^(-2j/d)
         return self.base ** (-2 * torch.arange(d // 2, dtype=torch.float64) / d)
@@ -211,13 +199,11 @@ class RopeReference(nn.Module):
         return k_attended, v_attended
 
     def forward(self, x, past_kv=None, attn_mask=None, is_causal=False):
-        B, L, D = x.shape
         S_past = 0 if past_kv is None else past_kv[0].shape[-2]
-        q, k, v = self.heads(x, self.positions(S_past, L))
+        q, k, v = self.heads(x, self.positions(S_past, x.shape[1]))
         k_all, v_all = self.extend(past_kv, k, v)
         out, weights = self.attend(q, k_all, v_all, attn_mask, is_causal)
-        merged = out.transpose(1, 2).reshape(B, L, D)
-        return self.out_proj(merged), weights, self.present(past_kv, k, v, k_all, v_all)
+        return self.out_proj(self.merge(out)), weights, self.present(past_kv, k, v, k_all, v_all)
 
 
 @CASES.passes(check_rotary_attention_module)
@@ -325,9 +311,8 @@ class RopeCachesUnrotatedKeys(RopeReference):
 
 
 @CASES.named(check_rotary_attention_module, "only the new positions returned")
-class RopeCachesNewOnly(RopeReference):
-    def present(self, past_kv, k, v, k_all, v_all):
-        return k, v
+class RopeCachesNewOnly(CacheOfNewPositionsOnly, RopeReference):
+    """The next step's keys would be rotated at the right positions but miss the earlier ones."""
 
 
 @CASES.named(check_rotary_attention_module, "causal mask aligned top-left")
@@ -372,7 +357,7 @@ class RopeFrozenQueryWeights(RopeReference):
 class RopeOtherNames(RopeReference):
     def __init__(self, d_model, n_heads):
         super().__init__(d_model, n_heads)
-        self.W_o = self.out_proj
+        self.add_module("W_o", self.out_proj)  # the paper's name
         del self.out_proj
 
 
@@ -423,16 +408,6 @@ def test_rope_reference_is_the_package():
 # =========================================================================== stubs and random state
 
 
-def _stub(base):
-    """``base`` with the forward of the student edition's stub."""
-
-    class Stub(base):
-        def forward(self, *args, **kwargs):
-            raise NotImplementedError("exercise: replace this line with your code")
-
-    return Stub
-
-
 class PEStubTable(PEReference):
     """The student edition's given constructor while my_sinusoidal is still a stub."""
 
@@ -440,32 +415,17 @@ class PEStubTable(PEReference):
         raise NotImplementedError("exercise: replace this line with your code")
 
 
-@pytest.mark.parametrize(
-    "check, base",
-    [
-        (check_sinusoidal_module, PEReference),
-        (check_sinusoidal_module, PEStubTable),
-        (check_rotary_attention_module, RopeReference),
-    ],
-    ids=lambda v: getattr(v, "__name__", ""),
+test_stub_prints_not_implemented, test_checkers_leave_the_global_random_state_alone = (
+    module_exercise_tests(
+        stubs=[
+            (check_sinusoidal_module, PEReference),
+            (check_sinusoidal_module, PEStubTable),
+            (check_rotary_attention_module, RopeReference),
+        ],
+        references=[
+            (check_sinusoidal_module, PEReference),
+            (check_rotary_attention_module, RopeReference),
+        ],
+    )
 )
-def test_stub_prints_not_implemented(check, base, capsys):
-    assert check(_stub(base)) is None
-    assert f"{check.__name__}: not implemented yet" in capsys.readouterr().out
-    assert_not_implemented(check, capsys)  # a constructor that raises
-
-
-@pytest.mark.parametrize(
-    "check, cls",
-    [(check_sinusoidal_module, PEReference), (check_rotary_attention_module, RopeReference)],
-    ids=lambda v: getattr(v, "__name__", ""),
-)
-def test_checkers_leave_the_global_random_state_alone(check, cls):
-    torch.manual_seed(123)
-    expected = torch.rand(3)
-    torch.manual_seed(123)
-    check(cls)
-    assert torch.equal(torch.rand(3), expected)
-
-
 test_right_answers_pass, test_mistakes_are_named = CASES.tests()

@@ -17,7 +17,7 @@ import torch
 from torch import nn
 
 import transformer_lite as tl
-from tests.conftest import CheckerCases
+from tests.conftest import CheckerCases, module_exercise_tests
 from transformer_lite.chapters.exercises.ch6_rnn_gradients import (
     check_gru_cell_module,
     check_rnn_cell_module,
@@ -46,14 +46,11 @@ class _Cell(nn.Module):
 
 @CASES.passes(check_rnn_cell_module)
 class RNNCellReference(_Cell):
-    def act(self, a):
-        return torch.tanh(a)
-
     def pre(self, x, h):
         return x @ self.weight_ih.T + self.bias_ih + h @ self.weight_hh.T + self.bias_hh
 
     def forward(self, x, h):  # (B, I), (B, H) -> (B, H)
-        return self.act(self.pre(x, h))
+        return torch.tanh(self.pre(x, h))
 
     def step_jacobian(self, x, h):  # (B, H, H): row i of W_hh times tanh'(a_i)
         h_new = self.forward(x, h)
@@ -72,8 +69,8 @@ class RNNCellFromTorch(nn.RNNCell):
 
 @CASES.named(check_rnn_cell_module, "sigmoid instead of tanh")
 class RNNCellSigmoid(RNNCellReference):
-    def act(self, a):
-        return torch.sigmoid(a)
+    def forward(self, x, h):
+        return torch.sigmoid(self.pre(x, h))
 
 
 @CASES.named(check_rnn_cell_module, "W_hh transposed")
@@ -127,17 +124,26 @@ class GRUCellReference(_Cell):
 
     n_gates = 3
 
-    def gates(self, x, h):  # torch's rows: reset, update, new
-        i_r, i_z, i_n = (x @ self.weight_ih.T + self.bias_ih).chunk(3, dim=-1)
-        W_hr, W_hz, W_hn = self.weight_hh.chunk(3)
-        b_hr, b_hz, b_hn = self.bias_hh.chunk(3)
-        r = torch.sigmoid(i_r + h @ W_hr.T + b_hr)
-        z = torch.sigmoid(i_z + h @ W_hz.T + b_hz)
+    def rows(self, t, dim):  # torch's row blocks: reset, update, new
+        return t.chunk(3, dim=dim)
+
+    def gate(self, a):
+        return torch.sigmoid(a)
+
+    def squash(self, a):
+        return torch.tanh(a)
+
+    def gates(self, x, h):
+        i_r, i_z, i_n = self.rows(x @ self.weight_ih.T + self.bias_ih, -1)
+        W_hr, W_hz, W_hn = self.rows(self.weight_hh, 0)
+        b_hr, b_hz, b_hn = self.rows(self.bias_hh, 0)
+        r = self.gate(i_r + h @ W_hr.T + b_hr)
+        z = self.gate(i_z + h @ W_hz.T + b_hz)
         g = h @ W_hn.T + b_hn
         return r, z, g, i_n
 
     def candidate(self, r, g, i_n, h):
-        return torch.tanh(i_n + r * g)
+        return self.squash(i_n + r * g)
 
     def mix(self, z, n, h):
         return (1 - z) * n + z * h
@@ -146,13 +152,23 @@ class GRUCellReference(_Cell):
         r, z, g, i_n = self.gates(x, h)
         return self.mix(z, self.candidate(r, g, i_n, h), h)
 
-    def step_jacobian(self, x, h):
+    def step_jacobian(self, x, h):  # dh_new/dh = diag(z) + (1 - z) dn/dh + (h - n) dz/dh, (B, H, H)
         r, z, g, i_n = self.gates(x, h)
         n = self.candidate(r, g, i_n, h)
         W_hr, W_hz, W_hn = self.weight_hh.chunk(3)
-        dz = (z * (1 - z))[:, :, None] * W_hz  # (B, H, H)
-        dn = (1 - n**2)[:, :, None] * (r[:, :, None] * W_hn + (g * r * (1 - r))[:, :, None] * W_hr)
-        return torch.diag_embed(z) + (1 - z)[:, :, None] * dn + (h - n)[:, :, None] * dz
+        dz = (z * (1 - z))[:, :, None] * W_hz
+        dr = (r * (1 - r))[:, :, None] * W_hr
+        dn = self.through_tanh(n, r[:, :, None] * W_hn + self.reset_term(g, dr))
+        return torch.diag_embed(z) + (1 - z)[:, :, None] * dn + self.update_term(h, n, dz)
+
+    def through_tanh(self, n, d_pre):  # dn/dh from d(pre-activation)/dh: tanh'(a) = 1 - n^2
+        return (1 - n**2)[:, :, None] * d_pre
+
+    def reset_term(self, g, dr):  # the reset gate's share of d(pre-activation)/dh
+        return g[:, :, None] * dr
+
+    def update_term(self, h, n, dz):  # the update gate's share of dh_new/dh
+        return (h - n)[:, :, None] * dz
 
 
 @CASES.passes(check_gru_cell_module)
@@ -168,13 +184,9 @@ class GRUCellFromTorch(nn.GRUCell):
 
 @CASES.named(check_gru_cell_module, "gate order swapped (z and r)")
 class GRUGatesSwapped(GRUCellReference):
-    def gates(self, x, h):
-        i_z, i_r, i_n = (x @ self.weight_ih.T + self.bias_ih).chunk(3, dim=-1)
-        W_hz, W_hr, W_hn = self.weight_hh.chunk(3)
-        b_hz, b_hr, b_hn = self.bias_hh.chunk(3)
-        r = torch.sigmoid(i_r + h @ W_hr.T + b_hr)
-        z = torch.sigmoid(i_z + h @ W_hz.T + b_hz)
-        return r, z, h @ W_hn.T + b_hn, i_n
+    def rows(self, t, dim):  # read as update, reset, new
+        z, r, n = super().rows(t, dim)
+        return r, z, n
 
 
 @CASES.named(check_gru_cell_module, "the reset gate applied before W_hn")
@@ -199,16 +211,11 @@ class GRUBiasOutside(GRUCellReference):
 
 @CASES.named(check_gru_cell_module, "tanh and sigmoid swapped")
 class GRUSquashesSwapped(GRUCellReference):
-    def gates(self, x, h):
-        i_r, i_z, i_n = (x @ self.weight_ih.T + self.bias_ih).chunk(3, dim=-1)
-        W_hr, W_hz, W_hn = self.weight_hh.chunk(3)
-        b_hr, b_hz, b_hn = self.bias_hh.chunk(3)
-        r = torch.tanh(i_r + h @ W_hr.T + b_hr)
-        z = torch.tanh(i_z + h @ W_hz.T + b_hz)
-        return r, z, h @ W_hn.T + b_hn, i_n
+    def gate(self, a):
+        return torch.tanh(a)
 
-    def candidate(self, r, g, i_n, h):
-        return torch.sigmoid(i_n + r * g)
+    def squash(self, a):
+        return torch.sigmoid(a)
 
 
 @CASES.named(check_gru_cell_module, "Jacobian transposed")
@@ -219,16 +226,8 @@ class GRUJacobianTransposed(GRUCellReference):
 
 @CASES.named(check_gru_cell_module, "missing the tanh derivative")
 class GRUJacobianNoTanhDerivative(GRUCellReference):
-    def candidate_derivative(self, n):
-        return torch.ones_like(n)
-
-    def step_jacobian(self, x, h):
-        r, z, g, i_n = self.gates(x, h)
-        n = self.candidate(r, g, i_n, h)
-        W_hr, W_hz, W_hn = self.weight_hh.chunk(3)
-        dz = (z * (1 - z))[:, :, None] * W_hz
-        dn = r[:, :, None] * W_hn + (g * r * (1 - r))[:, :, None] * W_hr  # no (1 - n**2)
-        return torch.diag_embed(z) + (1 - z)[:, :, None] * dn + (h - n)[:, :, None] * dz
+    def through_tanh(self, n, d_pre):
+        return torch.ones_like(n)[:, :, None] * d_pre  # tanh' taken as 1
 
 
 @CASES.named(check_gru_cell_module, "only the copy term diag(z)")
@@ -239,56 +238,30 @@ class GRUJacobianCopyOnly(GRUCellReference):
 
 @CASES.named(check_gru_cell_module, "the update-gate term missing")
 class GRUJacobianNoGateTerm(GRUCellReference):
-    def step_jacobian(self, x, h):
-        r, z, g, i_n = self.gates(x, h)
-        n = self.candidate(r, g, i_n, h)
-        W_hz = self.weight_hh.chunk(3)[1]
-        dz = (z * (1 - z))[:, :, None] * W_hz
-        return super().step_jacobian(x, h) - (h - n)[:, :, None] * dz
+    def update_term(self, h, n, dz):
+        return 0
 
 
 @CASES.named(check_gru_cell_module, "the reset gate's term missing")
 class GRUJacobianNoResetTerm(GRUCellReference):
-    def step_jacobian(self, x, h):
-        r, z, g, i_n = self.gates(x, h)
-        n = self.candidate(r, g, i_n, h)
-        W_hr = self.weight_hh.chunk(3)[0]
-        reset = (1 - n**2)[:, :, None] * (g * r * (1 - r))[:, :, None] * W_hr
-        return super().step_jacobian(x, h) - (1 - z)[:, :, None] * reset
+    def reset_term(self, g, dr):
+        return 0
 
 
-def _stub(base, method="forward"):
-    def raises(self, *args):
-        raise NotImplementedError("exercise: replace this line with your code")
-
-    return type(f"Stub{base.__name__}", (base,), {method: raises})
-
-
-@pytest.mark.parametrize(
-    "check, base, method",
-    [
-        (check_rnn_cell_module, RNNCellReference, "forward"),
-        (check_rnn_cell_module, RNNCellReference, "step_jacobian"),
-        (check_gru_cell_module, GRUCellReference, "forward"),
-        (check_gru_cell_module, GRUCellReference, "step_jacobian"),
-    ],
+test_stub_prints_not_implemented, test_checkers_leave_the_global_random_state_alone = (
+    module_exercise_tests(
+        stubs=[
+            (check_rnn_cell_module, RNNCellReference, "forward"),
+            (check_rnn_cell_module, RNNCellReference, "step_jacobian"),
+            (check_gru_cell_module, GRUCellReference, "forward"),
+            (check_gru_cell_module, GRUCellReference, "step_jacobian"),
+        ],
+        references=[
+            (check_rnn_cell_module, RNNCellReference),
+            (check_gru_cell_module, GRUCellReference),
+        ],
+    )
 )
-def test_stub_prints_not_implemented(check, base, method, capsys):
-    assert check(_stub(base, method)) is None
-    assert f"{check.__name__}: not implemented yet" in capsys.readouterr().out
-
-
-@pytest.mark.parametrize(
-    "check, cls",
-    [(check_rnn_cell_module, RNNCellReference), (check_gru_cell_module, GRUCellReference)],
-    ids=lambda v: getattr(v, "__name__", ""),
-)
-def test_checkers_leave_the_global_random_state_alone(check, cls):
-    torch.manual_seed(123)
-    expected = torch.rand(3)
-    torch.manual_seed(123)
-    check(cls)
-    assert torch.equal(torch.rand(3), expected)
 
 
 @pytest.mark.parametrize("I, H, B", [(4, 5, 3), (1, 1, 1), (7, 3, 2)])

@@ -10,13 +10,14 @@ attention, is compared with torch's fused attention here too.
 """
 
 import math
+from dataclasses import dataclass
 
 import pytest
 import torch
 import torch.nn.functional as F
 
 import transformer_lite as tl
-from tests.conftest import CheckerCases, assert_not_implemented
+from tests.conftest import CheckerCases, assert_leaves_global_random_state, assert_not_implemented
 from transformer_lite.chapters.exercises import check_tiled_attention
 
 CASES = CheckerCases()
@@ -24,36 +25,35 @@ check = check_tiled_attention
 NEG_INF = float("-inf")
 
 
-def tiled(
-    q,
-    k,
-    v,
-    block_size,
-    attn_mask=None,
-    is_causal=False,
-    *,
-    subtract_max=True,
-    carry_max=True,
-    rescale="exp(m_old - m)",
-    rescale_l=True,
-    rescale_acc=True,
-    normalize="at the end",
-    keep_partial=True,
-    tile_offsets=True,
-    bottom_right=True,
-    guard_empty_row=True,
-    guard_empty_tile=True,
-    scale=True,
-    polarity=True,
-    tile_queries=True,
-):
+@dataclass(frozen=True)
+class Tiling:
+    """How ``tiled`` computes: the defaults are the algorithm, and each classic mistake turns one
+    switch (or two)."""
+
+    subtract_max: bool = True  # exp(s - m) with the running maximum m, not exp(s)
+    carry_max: bool = True  # m is the maximum over all tiles so far, not over this tile
+    rescale: str = "exp(m_old - m)"  # the factor of the old sum and accumulator
+    rescale_l: bool = True  # the old sum of exponentials rescaled
+    rescale_acc: bool = True  # the old accumulator rescaled
+    normalize: str = "at the end"  # divided by the sum once, after the last tile
+    keep_partial: bool = True  # the last, shorter tile kept
+    tile_offsets: bool = True  # the causal mask at the tile's own rows and columns
+    bottom_right: bool = True  # the causal mask aligned bottom-right when L != S
+    guard_empty_row: bool = True  # a row with no key allowed gives zeros, not NaN
+    guard_empty_tile: bool = True  # a tile with no key allowed for a row gives no NaN
+    scale: bool = True  # scores divided by sqrt(d_k)
+    polarity: bool = True  # bool True = may attend
+    tile_queries: bool = True  # the queries tiled too (else the keys only)
+
+
+def tiled(q, k, v, block_size, attn_mask=None, is_causal=False, how=Tiling()):
     """Attention over tiles of ``block_size`` queries x ``block_size`` keys, with the online softmax."""
     L, S = q.shape[-2], k.shape[-2]
-    if scale:
+    if how.scale:
         q = q / math.sqrt(q.shape[-1])
-    q_step = block_size if tile_queries else L
-    stop_q = L - L % q_step if not keep_partial else L
-    stop_k = S - S % block_size if not keep_partial else S
+    q_step = block_size if how.tile_queries else L
+    stop_q = L - L % q_step if not how.keep_partial else L
+    stop_k = S - S % block_size if not how.keep_partial else S
     rows_out = []
     for i0 in range(0, stop_q, q_step):
         qi = q[..., i0 : i0 + q_step, :]  # (..., bq, d_k)
@@ -68,35 +68,37 @@ def tiled(
             if attn_mask is not None:
                 tile = attn_mask[i0 : i0 + bq, j0 : j0 + bk]
                 if tile.dtype == torch.bool:
-                    s = s.masked_fill(~tile if polarity else tile, NEG_INF)
+                    s = s.masked_fill(~tile if how.polarity else tile, NEG_INF)
                 else:
                     s = s + tile
             if is_causal:
-                r = torch.arange(bq)[:, None] + (i0 if tile_offsets else 0)
-                c = torch.arange(bk)[None, :] + (j0 if tile_offsets else 0)
-                s = s.masked_fill(c > r + (S - L if bottom_right else 0), NEG_INF)
+                r = torch.arange(bq)[:, None] + (i0 if how.tile_offsets else 0)
+                c = torch.arange(bk)[None, :] + (j0 if how.tile_offsets else 0)
+                s = s.masked_fill(c > r + (S - L if how.bottom_right else 0), NEG_INF)
             tile_max = s.amax(-1, keepdim=True)
-            m_new = torch.maximum(m, tile_max) if carry_max else tile_max
-            if not subtract_max:
+            m_new = torch.maximum(m, tile_max) if how.carry_max else tile_max
+            if not how.subtract_max:
                 m_new = torch.zeros_like(m_new)
             shift = m_new
-            if guard_empty_tile:
+            if how.guard_empty_tile:
                 shift = torch.where(m_new == NEG_INF, torch.zeros_like(m_new), m_new)
             p = torch.exp(s - shift)
-            factor = torch.exp(m - shift) if rescale == "exp(m_old - m)" else torch.exp(shift - m)
-            if not subtract_max:
+            factor = (
+                torch.exp(m - shift) if how.rescale == "exp(m_old - m)" else torch.exp(shift - m)
+            )
+            if not how.subtract_max:
                 factor = torch.ones_like(factor)
-            l_new = (factor * l if rescale_l else l) + p.sum(-1, keepdim=True)
-            if normalize == "own block":
+            l_new = (factor * l if how.rescale_l else l) + p.sum(-1, keepdim=True)
+            if how.normalize == "own block":
                 acc = factor * acc + (p @ vj) / p.sum(-1, keepdim=True)
-            elif normalize == "running":
+            elif how.normalize == "running":
                 acc = (factor * acc + p @ vj) / l_new
             else:
-                acc = (factor * acc if rescale_acc else acc) + p @ vj
+                acc = (factor * acc if how.rescale_acc else acc) + p @ vj
             m, l = m_new, l_new
-        if normalize != "at the end":
+        if how.normalize != "at the end":
             rows_out.append(acc)
-        elif guard_empty_row:
+        elif how.guard_empty_row:
             rows_out.append(torch.where(l > 0, acc / torch.where(l > 0, l, 1.0), 0.0))
         else:
             rows_out.append(acc / l)
@@ -113,7 +115,7 @@ def tiled_reference(q, k, v, block_size, attn_mask=None, is_causal=False):
 
 @CASES.passes(check)
 def tiled_keys_only(q, k, v, block_size, attn_mask=None, is_causal=False):
-    return tiled(q, k, v, block_size, attn_mask, is_causal, tile_queries=False)
+    return tiled(q, k, v, block_size, attn_mask, is_causal, Tiling(tile_queries=False))
 
 
 @CASES.passes(check)
@@ -129,7 +131,7 @@ def mistake(phrase, **switches):
     name = name.replace(")", "").replace("-", "_")
 
     def fn(q, k, v, block_size, attn_mask=None, is_causal=False):
-        return tiled(q, k, v, block_size, attn_mask, is_causal, **switches)
+        return tiled(q, k, v, block_size, attn_mask, is_causal, Tiling(**switches))
 
     fn.__name__ = fn.__qualname__ = name
     CASES.named(check, phrase)(fn)
@@ -215,8 +217,4 @@ def test_stub_prints_not_implemented(capsys):
 
 
 def test_checker_leaves_the_global_random_state_alone():
-    torch.manual_seed(123)
-    expected = torch.rand(3)
-    torch.manual_seed(123)
-    check(tiled_reference)
-    assert torch.equal(torch.rand(3), expected)
+    assert_leaves_global_random_state(check, tiled_reference)

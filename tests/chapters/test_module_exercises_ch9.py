@@ -12,6 +12,7 @@ reference loop must give train()'s losses and weights, bit for bit.
 
 import copy
 import math
+from dataclasses import dataclass
 
 import pytest
 import torch
@@ -19,7 +20,12 @@ import torch.nn.functional as F
 from torch import nn
 
 import transformer_lite as tl
-from tests.conftest import CheckerCases
+from tests.chapters.learners import BlockReference, LayerNormReference, MHAReference
+from tests.conftest import (
+    CheckerCases,
+    assert_leaves_global_random_state,
+    assert_prints_not_implemented,
+)
 from transformer_lite.chapters.exercises import ch9_build_a_gpt as ch9
 from transformer_lite.chapters.exercises.ch9_build_a_gpt import (
     check_cached_generation,
@@ -31,91 +37,16 @@ from transformer_lite.training.data import random_batch
 from transformer_lite.training.train import TrainConfig, learning_rate, lm_loss, train
 
 CASES = CheckerCases()
-INF = float("inf")
 
 
 # =========================================================================== the learner's modules
 # Chapter 1's attention and chapter 4's layer norm, feed-forward network and block, as a learner
-# writes them (the pre-norm and post-norm formulas of chapter 4).
+# writes them (tests/chapters/learners.py); here the block holds the learner's attention too.
 
 
-class Attention(nn.Module):
-    def __init__(self, d_model, n_heads):
-        super().__init__()
-        self.n_heads = n_heads
-        self.q_proj = nn.Linear(d_model, d_model)
-        self.k_proj = nn.Linear(d_model, d_model)
-        self.v_proj = nn.Linear(d_model, d_model)
-        self.out_proj = nn.Linear(d_model, d_model)
-
-    def forward(self, query, key, value, attn_mask=None):
-        H = self.n_heads
-        q = split(self.q_proj(query), H)
-        k = split(self.k_proj(key), H)
-        v = split(self.v_proj(value), H)
-        out, weights = attend(q, k, v, attn_mask)
-        return self.out_proj(merge(out)), weights
-
-
-def split(x, H):  # (B, L, D) -> (B, H, L, d_head)
-    B, L, D = x.shape
-    return x.view(B, L, H, D // H).transpose(1, 2)
-
-
-def merge(x):  # (B, H, L, d_head) -> (B, L, D)
-    B, H, L, d = x.shape
-    return x.transpose(1, 2).reshape(B, L, H * d)
-
-
-def attend(q, k, v, mask=None):
-    scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
-    if mask is not None:
-        scores = scores.masked_fill(~mask, -INF)
-    weights = torch.softmax(scores, dim=-1)
-    return weights @ v, weights
-
-
-class LayerNormRef(nn.Module):
-    def __init__(self, d_model, eps=1e-5):
-        super().__init__()
-        self.eps = eps
-        self.weight = nn.Parameter(torch.ones(d_model))
-        self.bias = nn.Parameter(torch.zeros(d_model))
-
-    def forward(self, x):
-        mean = x.mean(-1, keepdim=True)
-        var = ((x - mean) ** 2).mean(-1, keepdim=True)
-        return (x - mean) / torch.sqrt(var + self.eps) * self.weight + self.bias
-
-
-class FeedForwardRef(nn.Module):
-    def __init__(self, d_model, d_ff, dropout=0.0):
-        super().__init__()
-        self.linear1, self.linear2 = nn.Linear(d_model, d_ff), nn.Linear(d_ff, d_model)
-        self.dropout = nn.Dropout(dropout)
-
-    def forward(self, x):
-        return self.linear2(self.dropout(F.relu(self.linear1(x))))
-
-
-class BlockRef(nn.Module):
-    def __init__(self, d_model, n_heads, d_ff, dropout=0.0, norm_first=False):
-        super().__init__()
-        self.norm_first = norm_first
-        self.self_attn = Attention(d_model, n_heads)
-        self.ff = FeedForwardRef(d_model, d_ff, dropout)
-        self.norm1, self.norm2 = LayerNormRef(d_model), LayerNormRef(d_model)
-        self.dropout1, self.dropout2 = nn.Dropout(dropout), nn.Dropout(dropout)
-
-    def forward(self, x, attn_mask=None):
-        def sa(h):
-            return self.dropout1(self.self_attn(h, h, h, attn_mask=attn_mask)[0])
-
-        if self.norm_first:
-            x = x + sa(self.norm1(x))
-            return x + self.dropout2(self.ff(self.norm2(x)))
-        x = self.norm1(x + sa(x))
-        return self.norm2(x + self.dropout2(self.ff(x)))
+class GPTBlock(BlockReference):
+    def attention(self, d_model, n_heads, dropout):
+        return MHAReference(d_model, n_heads)
 
 
 # =========================================================================== the GPT
@@ -134,19 +65,21 @@ class GPTReference(nn.Module):
         self.position_embedding = nn.Embedding(max_len, d_model)
         self.embedding_dropout = nn.Dropout(dropout)
         self.blocks = nn.ModuleList(
-            BlockRef(d_model, n_heads, d_ff, dropout, norm_first=self.norm_first)
+            GPTBlock(d_model, n_heads, d_ff, dropout, norm_first=self.norm_first)
             for _ in range(n_layers)
         )
-        self.final_norm = LayerNormRef(d_model)
+        self.final_norm = LayerNormReference(d_model)
         self.lm_head = nn.Linear(d_model, vocab_size, bias=False)
         self.tie()
 
     def tie(self):
         self.lm_head.weight = self.token_embedding.weight
 
+    def embed_positions(self, L):  # (L, D)
+        return self.position_embedding(torch.arange(L))
+
     def embed(self, ids):
-        L = ids.shape[1]
-        return self.token_embedding(ids) + self.position_embedding(torch.arange(L))
+        return self.token_embedding(ids) + self.embed_positions(ids.shape[1])
 
     def mask(self, L):
         return torch.ones(L, L, dtype=torch.bool).tril()
@@ -176,21 +109,20 @@ class GPTUntied(GPTReference):
 
 @CASES.named(check_gpt_module, "position embedding missing")
 class GPTNoPositions(GPTReference):
-    def embed(self, ids):
-        return self.token_embedding(ids)
+    def embed_positions(self, L):
+        return 0
 
 
 @CASES.named(check_gpt_module, "position embedding offset")
 class GPTPositionsFromOne(GPTReference):
-    def embed(self, ids):
-        L = ids.shape[1]
-        return self.token_embedding(ids) + self.position_embedding.weight[1 : L + 1]
+    def embed_positions(self, L):
+        return self.position_embedding.weight[1 : L + 1]
 
 
 @CASES.named(check_gpt_module, "causal mask missing")
 class GPTNoMask(GPTReference):
     def mask(self, L):
-        return None
+        return torch.ones(L, L, dtype=torch.bool)  # every key allowed
 
 
 @CASES.named(check_gpt_module, "post-norm instead of pre-norm")
@@ -223,11 +155,11 @@ class GPTOtherNames(GPTReference):
         self.wpe = self.position_embedding
         del self.position_embedding
 
-    def embed(self, ids):
-        return self.token_embedding(ids) + self.wpe(torch.arange(ids.shape[1]))
+    def embed_positions(self, L):
+        return self.wpe(torch.arange(L))
 
 
-class BlockStub(BlockRef):
+class BlockStub(GPTBlock):
     def forward(self, x, attn_mask=None):
         raise NotImplementedError
 
@@ -305,24 +237,21 @@ def train_targets_not_shifted(model, train_ids, cfg, progress=True):
     return _loop(model, train_ids, cfg, loss_fn=lambda logits, x, y: lm_loss(logits, x))
 
 
-@CASES.named(check_training_loop, "zero_grad missing")
-def train_without_zero_grad(model, train_ids, cfg, progress=True):
-    return _loop(model, train_ids, cfg, order="no zero_grad")
+def wrong_loop(name, phrase, **switches):
+    """Register ``_loop`` with ``switches`` turned, as the wrong loop ``name`` whose message contains
+    ``phrase``."""
+
+    def fn(model, train_ids, cfg, progress=True):
+        return _loop(model, train_ids, cfg, **switches)
+
+    fn.__name__ = fn.__qualname__ = name
+    CASES.named(check_training_loop, phrase)(fn)
 
 
-@CASES.named(check_training_loop, "no clipping")
-def train_without_clipping(model, train_ids, cfg, progress=True):
-    return _loop(model, train_ids, cfg, order="no clip")
-
-
-@CASES.named(check_training_loop, "schedule not applied")
-def train_constant_lr(model, train_ids, cfg, progress=True):
-    return _loop(model, train_ids, cfg, schedule=False)
-
-
-@CASES.named(check_training_loop, "model left in eval mode")
-def train_in_eval_mode(model, train_ids, cfg, progress=True):
-    return _loop(model, train_ids, cfg, train_mode=False)
+wrong_loop("train_without_zero_grad", "zero_grad missing", order="no zero_grad")
+wrong_loop("train_without_clipping", "no clipping", order="no clip")
+wrong_loop("train_constant_lr", "schedule not applied", schedule=False)
+wrong_loop("train_in_eval_mode", "model left in eval mode", train_mode=False)
 
 
 @CASES.named(check_training_loop, "loss averaged wrongly")
@@ -342,14 +271,12 @@ def train_sum_over_positions(model, train_ids, cfg, progress=True):
     return _loop(model, train_ids, cfg, loss_fn=per_sequence)
 
 
-@CASES.named(check_training_loop, "optimizer stepped before backward")
-def train_step_before_backward(model, train_ids, cfg, progress=True):
-    return _loop(model, train_ids, cfg, order="step first")
-
-
-@CASES.named(check_training_loop, "optimizer stepped before backward")
-def train_step_with_stale_gradients(model, train_ids, cfg, progress=True):
-    return _loop(model, train_ids, cfg, order="step, then zero_grad, then backward")
+wrong_loop("train_step_before_backward", "optimizer stepped before backward", order="step first")
+wrong_loop(
+    "train_step_with_stale_gradients",
+    "optimizer stepped before backward",
+    order="step, then zero_grad, then backward",
+)
 
 
 @CASES.named(check_training_loop, "expected one loss per step")
@@ -421,7 +348,7 @@ def test_training_mistakes_change_the_run():
 class CachedReference(GPTReference):
     """Incremental decoding (Shazeer, 2019): the new tokens' keys and values appended per layer."""
 
-    def positions(self, start, L):
+    def position_ids(self, start, L):
         return torch.arange(start, start + L)
 
     def store(self, cache, i, k, v):
@@ -440,20 +367,20 @@ class CachedReference(GPTReference):
         if cache is None:
             return super().forward(input_ids)
         L = input_ids.shape[1]
-        x = self.token_embedding(input_ids) + self.position_embedding(self.positions(len(cache), L))
-        for i, block in enumerate(self.blocks):
-            attn, H = block.self_attn, block.self_attn.n_heads
-            h = block.norm1(x)
-            q = split(attn.q_proj(h), H)
-            k, v = self.store(cache, i, split(attn.k_proj(h), H), split(attn.v_proj(h), H))
-            out, _ = attend(q, k, v, self.cached_mask(L, k.shape[2]))
-            x = x + attn.out_proj(merge(out))
+        positions = self.position_ids(len(cache), L)
+        x = self.token_embedding(input_ids) + self.position_embedding(positions)
+        for i, block in enumerate(self.blocks):  # pre-norm, in eval mode
+            attn, h = block.self_attn, block.norm1(x)
+            q, k, v = (attn.split(t) for t in attn.project(h, h, h))
+            k, v = self.store(cache, i, k, v)
+            heads, _ = attn.attend(q, k, v, self.cached_mask(L, k.shape[2]))
+            x = x + attn.output(attn.merge(heads))
             x = x + block.ff(block.norm2(x))
         return self.head(x)
 
 
 class CachedNoOffset(CachedReference):
-    def positions(self, start, L):
+    def position_ids(self, start, L):
         return torch.arange(L)
 
 
@@ -472,27 +399,45 @@ class CachedTopLeft(CachedReference):
         return torch.ones(L, S, dtype=torch.bool).tril()
 
 
+@dataclass(frozen=True)
+class Decoding:
+    """How ``generate_reference`` decodes: the defaults are right; each mistake below turns one switch."""
+
+    refeed: bool = False  # the whole sequence fed at every step, not the newest token
+    position: int = -1  # the position whose logits give the next token
+    new_cache: bool = False  # a fresh cache at every step
+
+
 def generate_reference(
-    model, input_ids, max_new_tokens, temperature=0.0, use_cache=True, generator=None
+    model,
+    input_ids,
+    max_new_tokens,
+    temperature=0.0,
+    use_cache=True,
+    generator=None,
+    how=Decoding(),
 ):
     tokens, cache = input_ids, (tl.KVCache() if use_cache else None)
     for step in range(max_new_tokens):
-        fed = tokens if not use_cache or step == 0 else tokens[:, -1:]
+        fed = tokens if how.refeed or not use_cache or step == 0 else tokens[:, -1:]
+        if use_cache and how.new_cache:
+            cache = tl.KVCache()
         logits = model(fed, cache=cache) if use_cache else model(fed)
-        nxt = tl.sample_next_token(logits[:, -1], temperature, generator=generator)
+        nxt = tl.sample_next_token(logits[:, how.position], temperature, generator=generator)
         tokens = torch.cat([tokens, nxt], dim=1)
     return tokens
 
 
-def generate_refeeds(
-    model, input_ids, max_new_tokens, temperature=0.0, use_cache=True, generator=None
-):
-    tokens, cache = input_ids, (tl.KVCache() if use_cache else None)
-    for _ in range(max_new_tokens):
-        logits = model(tokens, cache=cache) if use_cache else model(tokens)
-        nxt = tl.sample_next_token(logits[:, -1], temperature, generator=generator)
-        tokens = torch.cat([tokens, nxt], dim=1)
-    return tokens
+def generate_refeeds(*args, **kwargs):
+    return generate_reference(*args, **kwargs, how=Decoding(refeed=True))
+
+
+def generate_first_position(*args, **kwargs):
+    return generate_reference(*args, **kwargs, how=Decoding(position=0))
+
+
+def generate_new_cache_each_step(*args, **kwargs):
+    return generate_reference(*args, **kwargs, how=Decoding(new_cache=True))
 
 
 def generate_one_more(model, input_ids, max_new_tokens, **kwargs):
@@ -501,30 +446,6 @@ def generate_one_more(model, input_ids, max_new_tokens, **kwargs):
 
 def generate_one_less(model, input_ids, max_new_tokens, **kwargs):
     return generate_reference(model, input_ids, max(max_new_tokens - 1, 0), **kwargs)
-
-
-def generate_first_position(
-    model, input_ids, max_new_tokens, temperature=0.0, use_cache=True, generator=None
-):
-    tokens, cache = input_ids, (tl.KVCache() if use_cache else None)
-    for step in range(max_new_tokens):
-        fed = tokens if not use_cache or step == 0 else tokens[:, -1:]
-        logits = model(fed, cache=cache) if use_cache else model(fed)
-        nxt = tl.sample_next_token(logits[:, 0], temperature, generator=generator)
-        tokens = torch.cat([tokens, nxt], dim=1)
-    return tokens
-
-
-def generate_new_cache_each_step(
-    model, input_ids, max_new_tokens, temperature=0.0, use_cache=True, generator=None
-):
-    tokens = input_ids
-    for step in range(max_new_tokens):
-        fed = tokens if not use_cache or step == 0 else tokens[:, -1:]
-        logits = model(fed, cache=tl.KVCache()) if use_cache else model(fed)
-        nxt = tl.sample_next_token(logits[:, -1], temperature, generator=generator)
-        tokens = torch.cat([tokens, nxt], dim=1)
-    return tokens
 
 
 def generate_greedy_always(model, input_ids, max_new_tokens, temperature=0.0, **kwargs):
@@ -697,8 +618,7 @@ class GPTStub(GPTReference):
     ids=["gpt", "train", "cache-class", "cache-generate", "capstone"],
 )
 def test_stub_prints_not_implemented(check, args, capsys):
-    assert check(*args) is None
-    assert f"{check.__name__}: not implemented yet" in capsys.readouterr().out
+    assert_prints_not_implemented(check, capsys, *args)
 
 
 @pytest.mark.parametrize(
@@ -711,7 +631,4 @@ def test_stub_prints_not_implemented(check, args, capsys):
     ids=["gpt", "train", "cache"],
 )
 def test_checkers_leave_the_global_random_state_alone(check, args):
-    torch.manual_seed(123)
-    before = torch.get_rng_state()
-    check(*args)
-    assert torch.equal(torch.get_rng_state(), before)
+    assert_leaves_global_random_state(check, *args)

@@ -1,8 +1,8 @@
 """Tests for transformer_lite.models.bert and the Hugging Face name map of pretrained.minilm.
 
-Oracles: a state dict written under Hugging Face BERT names by hand (from the published naming:
-``embeddings.*``, ``encoder.layer.N.attention.self.query`` ...) maps back to our names tensor for
-tensor; a ``config.json`` written here reads into the config field by field; the encoder's
+Oracles: a state dict written under Hugging Face BERT names by hand (from the published module
+tree: ``embeddings.*``, ``encoder.layer.N.attention.self.query`` ...) maps back to our names tensor
+for tensor; a ``config.json`` written here reads into the config field by field; the encoder's
 result is an EncoderOutput. The published weights themselves: tests/pretrained/test_minilm.py.
 """
 
@@ -18,43 +18,60 @@ from transformer_lite.pretrained.minilm import bert_config_from_hf_json, bert_st
 
 CONFIG = BertConfig(vocab_size=50, max_len=8, d_model=8, n_heads=2, n_layers=2, d_ff=16)
 
-HF_LAYER = {
-    "self_attn.q_proj": "attention.self.query",
-    "self_attn.k_proj": "attention.self.key",
-    "self_attn.v_proj": "attention.self.value",
-    "self_attn.out_proj": "attention.output.dense",
-    "norm1": "attention.output.LayerNorm",
-    "ff.linear1": "intermediate.dense",
-    "ff.linear2": "output.dense",
-    "norm2": "output.LayerNorm",
-}
 
+def hf_names(model: BertEncoder) -> dict[str, torch.Tensor]:
+    """The model's tensors under the names of Hugging Face's ``BertForMaskedLM``, written from its
+    module tree (modeling_bert: ``bert.embeddings`` and ``bert.encoder.layer.N`` with
+    ``attention.self``, ``attention.output``, ``intermediate``, ``output``), with the extras a BERT
+    checkpoint carries (position ids, a pooler)."""
+    tree = {
+        "embeddings": {
+            "word_embeddings": model.token_embedding,
+            "position_embeddings": model.position_embedding,
+            "token_type_embeddings": model.token_type_embedding,
+            "LayerNorm": model.embedding_norm,
+        },
+        "encoder.layer": {
+            str(i): {
+                "attention.self": {
+                    "query": block.self_attn.q_proj,
+                    "key": block.self_attn.k_proj,
+                    "value": block.self_attn.v_proj,
+                },
+                "attention.output": {"dense": block.self_attn.out_proj, "LayerNorm": block.norm1},
+                "intermediate": {"dense": block.ff.linear1},
+                "output": {"dense": block.ff.linear2, "LayerNorm": block.norm2},
+            }
+            for i, block in enumerate(model.blocks)
+        },
+    }
 
-def hf_names(sd):
-    """Our state dict under Hugging Face's names, with the extras a BERT checkpoint carries."""
-    out = {
-        "bert.embeddings.word_embeddings.weight": sd["token_embedding.weight"],
-        "bert.embeddings.position_embeddings.weight": sd["position_embedding.weight"],
-        "bert.embeddings.token_type_embeddings.weight": sd["token_type_embedding.weight"],
-        "bert.embeddings.LayerNorm.weight": sd["embedding_norm.weight"],
-        "bert.embeddings.LayerNorm.bias": sd["embedding_norm.bias"],
+    def flat(
+        prefix, node
+    ):  # {"a": {"b": module}} -> {"prefix.a.b.weight": ..., "prefix.a.b.bias": ...}
+        if isinstance(node, dict):
+            return {
+                k: v for name, sub in node.items() for k, v in flat(f"{prefix}.{name}", sub).items()
+            }
+        return {f"{prefix}.{p}": t.detach() for p, t in node.state_dict().items()}
+
+    extras = {
         "bert.embeddings.position_ids": torch.arange(8)[None],
         "bert.pooler.dense.weight": torch.zeros(8, 8),
     }
-    for i in range(CONFIG.n_layers):
-        for ours, theirs in HF_LAYER.items():
-            for p in ("weight", "bias"):
-                out[f"bert.encoder.layer.{i}.{theirs}.{p}"] = sd[f"blocks.{i}.{ours}.{p}"]
-    return out
+    return {**flat("bert", tree), **extras}
 
 
 def test_hf_names_map_back_to_ours():
     torch.manual_seed(0)
     source = BertEncoder(CONFIG).eval()
+    hf = hf_names(source)
     state = torch.get_rng_state()
-    mapped = bert_state_dict_from_hf(hf_names(source.state_dict()), CONFIG)
+    mapped = bert_state_dict_from_hf(hf, CONFIG)
     assert torch.equal(torch.get_rng_state(), state), "the map draws no random numbers"
     assert set(mapped) == set(source.state_dict())
+    wrong = [name for name, t in mapped.items() if not torch.equal(t, source.state_dict()[name])]
+    assert not wrong, f"given another tensor's values: {wrong}"
     target = BertEncoder(CONFIG).eval()
     target.load_state_dict(mapped, strict=True)
     ids = torch.tensor([[1, 5, 7, 2]])
@@ -64,7 +81,7 @@ def test_hf_names_map_back_to_ours():
 
 
 def test_map_errors():
-    sd = hf_names(BertEncoder(CONFIG).state_dict())
+    sd = hf_names(BertEncoder(CONFIG))
     with pytest.raises(KeyError):
         bert_state_dict_from_hf(
             {k: v for k, v in sd.items() if "layer.1.output.dense" not in k}, CONFIG
@@ -96,10 +113,9 @@ def test_config_from_hf_json(tmp_path):
 
 
 def test_config_and_type_errors():
-    with pytest.raises(ValueError, match="BertConfig: expected n_layers to be a positive int"):
-        BertConfig(n_layers=0)
-    with pytest.raises(ValueError, match="BertConfig: expected type_vocab_size to be a positive"):
-        BertConfig(type_vocab_size=0)
+    for field in ("n_layers", "type_vocab_size"):
+        with pytest.raises(ValueError, match=f"BertConfig: expected {field} to be a positive int"):
+            BertConfig(**{field: 0})
     with pytest.raises(ValueError, match="divisible by n_heads, received d_model=384, n_heads=5"):
         BertConfig(n_heads=5)
     with pytest.raises(ValueError, match="BertEncoder: expected BertConfig, received dict"):

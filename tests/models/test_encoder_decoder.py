@@ -267,20 +267,11 @@ def test_from_torch_copies_parameters_exactly():
 
 
 def small_model(seed=0, **kw):
-    torch.manual_seed(seed)
-    cfg = dict(
-        src_vocab_size=12,
-        tgt_vocab_size=10,
-        d_model=D,
-        n_heads=H,
-        n_encoder_layers=2,
-        n_decoder_layers=2,
-        d_ff=D_FF,
-        dropout=0.0,
-        max_len=12,
+    """Vocabularies 12 -> 10, width D, two layers a side, no dropout, positions up to 12; float64, eval."""
+    sizes = dict(
+        d_model=D, n_heads=H, d_ff=D_FF, n_encoder_layers=2, n_decoder_layers=2, max_len=12
     )
-    cfg.update(kw)
-    return EncoderDecoderTransformer(EncoderDecoderConfig(**cfg)).to(F64).eval()
+    return small_encoder_decoder(12, 10, seed, **{**sizes, **kw}).to(F64).eval()
 
 
 def test_embedding_is_scaled_by_sqrt_d_model_plus_sinusoid():

@@ -224,20 +224,9 @@ def _gguf_tensors(model: DecoderOnlyTransformer, permute: bool) -> dict[str, np.
 
 def test_unpermute_inverts_the_converter_and_both_layouts_agree():
     torch.manual_seed(0)
-    config = DecoderOnlyConfig(
-        vocab_size=20,
-        max_len=16,
-        d_model=24,
-        n_heads=6,
-        n_kv_heads=2,
-        n_layers=2,
-        d_ff=40,
-        positional="rotary",
-        norm="rmsnorm",
-        activation="swiglu",
-        bias=False,
-        rope_interleaved=False,
-    )
+    sizes = dict(vocab_size=20, max_len=16, d_model=24, n_heads=6, n_kv_heads=2, n_layers=2)
+    llama = dict(positional="rotary", norm="rmsnorm", activation="swiglu", bias=False)
+    config = DecoderOnlyConfig(**sizes, d_ff=40, **llama, rope_interleaved=False)
     # plays a Hugging Face checkpoint: half layout
     hf_model = DecoderOnlyTransformer(config).double().eval()
     gguf = _gguf_tensors(hf_model, permute=True)

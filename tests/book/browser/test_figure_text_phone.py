@@ -31,15 +31,8 @@ def _figure_json(site: Path, html: str, fig_id: str) -> tuple[dict, dict]:
     assert m, fig_id
     name = m.group(1).rsplit("/", 1)[-1]
     text = (site / "_static" / "figures" / name).read_text(encoding="utf-8")
-    body = text[len("tlPlotly.define(") : text.rindex(")")]
-    dec, args, i = json.JSONDecoder(), [], 0
-    while i < len(body):
-        while i < len(body) and body[i] in " ,\n":
-            i += 1
-        if i >= len(body):
-            break
-        value, i = dec.raw_decode(body, i)
-        args.append(value)
+    # tlPlotly.define(id, data, layout, config): its arguments, a JSON array without the brackets
+    args = json.loads("[" + text[len("tlPlotly.define(") : text.rindex(")")] + "]")
     return args[1], args[2]  # data, layout
 
 
