@@ -7,7 +7,11 @@ import numpy as np
 from matplotlib.colors import ListedColormap
 from torch import Tensor
 
-__all__ = ["MASK_CMAP"]
+__all__ = ["COLUMN_WIDTH", "MASK_CMAP"]
+
+# Inches: the book's column (688 px) shows a figure this wide at 100 %; a wider one is shrunk, and
+# its text with it. At this width 9 pt text is 12.5 px high, the least the figures use.
+COLUMN_WIDTH = 6.9
 
 # Two colours from the ends of cividis: dark blue = blocked, yellow = may attend.
 MASK_CMAP = ListedColormap([plt.get_cmap("cividis")(0.0), plt.get_cmap("cividis")(1.0)])

@@ -11,12 +11,9 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from ._style import as_2d
+from ._style import COLUMN_WIDTH, as_2d
 
 __all__ = ["plot_attention", "plot_head_grid"]
-
-# Inches: the book's column (688 px) shows a figure this wide at 100 %; a wider one is shrunk.
-COLUMN_WIDTH = 6.9
 
 
 def plot_attention(

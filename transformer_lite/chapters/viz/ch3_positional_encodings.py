@@ -11,7 +11,7 @@ import numpy as np
 from matplotlib.ticker import MaxNLocator
 from torch import Tensor
 
-from ._style import LINE_COLORS, MARKERS
+from ._style import COLUMN_WIDTH, LINE_COLORS, MARKERS
 
 __all__ = ["plot_score_bias", "plot_accuracy_vs_length"]
 
@@ -53,7 +53,8 @@ def plot_score_bias(
         vmax: half-width of the shared colour scale (default: the largest finite ``|bias|``); only
             with ``scale="shared"``.
         n_cols: panels per row (default: all heads in one row, at most 4).
-        cell_size: inches per panel.
+        cell_size: inches per panel, reduced when needed so that the figure is at most
+            :data:`COLUMN_WIDTH` (6.9 in) wide: a wider one would be shrunk, its 9 pt labels with it.
         scale: ``"shared"`` or ``"per_head"`` (see above).
 
     Returns:
@@ -109,7 +110,9 @@ def plot_score_bias(
     inf_note = f"{bad_name}: -inf, forbidden" if blocked.any() else ""
     n_cols = min(H, 4) if n_cols is None else n_cols
     n_rows = -(-H // n_cols)
-    width = (cell_size + (0.9 if per_head else 0.0)) * n_cols + (0.6 if per_head else 1.4)
+    extra, pad = (0.9, 0.6) if per_head else (0.0, 1.4)  # a colorbar per panel, or one in all
+    cell_size = min(cell_size, (COLUMN_WIDTH - pad) / n_cols - extra)
+    width = (cell_size + extra) * n_cols + pad
     fig, axes = plt.subplots(
         n_rows,
         n_cols,
@@ -177,7 +180,7 @@ def plot_accuracy_vs_length(
         chance: the accuracy of a uniform guess, drawn as a dotted line.
         ceiling: ``{length: accuracy}`` of the best order-blind guess, drawn dashed.
         title: says what to notice.
-        ax: axes to draw on (a new figure if ``None``).
+        ax: axes to draw on (a new 6.9 x 5.6 in figure if ``None``); the legend goes under them.
 
     Raises:
         ValueError: if ``accuracy`` is empty or the seeds of a scheme differ in their lengths.
@@ -185,7 +188,7 @@ def plot_accuracy_vs_length(
     if not accuracy:
         raise ValueError("plot_accuracy_vs_length: expected at least one scheme, received none")
     if ax is None:
-        _, ax = plt.subplots(figsize=(8.5, 4.6))
+        _, ax = plt.subplots(figsize=(COLUMN_WIDTH, 5.6), layout="constrained")
     n_schemes = len(accuracy)
     for k, (scheme, runs) in enumerate(accuracy.items()):
         lengths = list(runs[0])
@@ -224,5 +227,5 @@ def plot_accuracy_vs_length(
     ax.grid(True, axis="y", alpha=0.3)
     if title:
         ax.set_title(title)
-    ax.legend(fontsize=9, loc="center left", bbox_to_anchor=(1.01, 0.5))
+    ax.legend(fontsize=9, ncol=2, loc="upper center", bbox_to_anchor=(0.5, -0.13))
     return ax
