@@ -3,10 +3,13 @@
 Oracle: the notebook files themselves and book/_toc.yml. Every code cell was executed, in
 order; no stored error; no stderr text reaches the book (a warning printed by a cell would
 be rendered on the page) unless the cell is a progress-bar cell tagged ``remove-stderr``;
-every PNG figure carries alt text; every chapter is in the table of contents.
+every PNG figure carries alt text and fits the book's column (below); every chapter is in the
+table of contents.
 """
 
+import base64
 import json
+import struct
 from pathlib import Path
 
 import pytest
@@ -70,3 +73,43 @@ def test_every_chapter_is_in_the_table_of_contents():
         line.split("file:")[1].strip() for line in toc.splitlines() if "file: notebooks/" in line
     }
     assert listed == {f"notebooks/{p.stem}" for p in CHAPTERS}
+
+
+# The book's text column is 688 CSS px wide on a laptop; a figure drawn wider is shrunk, its text with it.
+# The chapters draw figures at most 6.9 in wide (viz.COLUMN_WIDTH) at 100 dpi, stored at twice the
+# pixels ("retina"); matplotlib's tight bounding box adds about 0.1 in on each side, so a figure's
+# natural width on the page is at most 712 CSS px. A wider figure is allowed only where its smallest
+# text, written here from the cell's code, still reaches 9 CSS px once shrunk to the column:
+# pt * 100/72 * 688 / width >= 9.
+COLUMN_PX, MAX_NATURAL_PX = 688, 712
+WIDER = {  # (chapter, cell id) -> smallest font size in the figure (pt)
+    ("02_causal_masks", "cell-12"): 10,  # plot_mask of a padded sentence: 10 pt ticks
+    ("02_causal_masks", "cell-20"): 10,  # two masks side by side, 8 in: 10 pt
+    ("04_transformer_block", "cell-04"): 10,  # the block diagram, 7.5 in: 10 pt
+}
+
+
+def _png_widths(path):
+    """(cell id, natural width in CSS px) of every stored PNG (retina: half its pixels)."""
+    for cell in _code_cells(path):
+        for out in cell["outputs"]:
+            png = out.get("data", {}).get("image/png")
+            if png:
+                (width,) = struct.unpack(">I", base64.b64decode(png)[16:20])  # IHDR width
+                yield cell.get("id"), width / 2
+
+
+@pytest.mark.parametrize("path", CHAPTERS, ids=lambda p: p.stem)
+def test_figures_fit_the_column(path):
+    for cell_id, width in _png_widths(path):
+        smallest = WIDER.get((path.stem, cell_id))
+        if smallest is None:
+            assert width <= MAX_NATURAL_PX, (
+                f"{path.name} {cell_id}: a figure {width:.0f} px wide is shrunk to the {COLUMN_PX} px column "
+                f"with its text; draw it at most 6.9 in wide (viz.COLUMN_WIDTH)"
+            )
+        else:
+            px = smallest * 100 / 72 * min(1, COLUMN_PX / width)
+            assert px >= 9, (
+                f"{path.name} {cell_id}: its {smallest} pt text is {px:.1f} px at the column"
+            )
