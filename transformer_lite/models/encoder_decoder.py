@@ -282,8 +282,8 @@ class EncoderDecoderTransformer(nn.Module):
         self.src_embed = nn.Embedding(c.src_vocab_size, c.d_model)
         self.tgt_embed = nn.Embedding(c.tgt_vocab_size, c.d_model)
         self.pos = SinusoidalPositionalEncoding(c.d_model, c.max_len, dropout=c.dropout)
-        self.encoder = TransformerEncoder(
-            c.n_encoder_layers,
+        # the two stacks differ in their block and depth only (encoder first: the order of the weights)
+        stack = dict(
             d_model=c.d_model,
             n_heads=c.n_heads,
             d_ff=c.d_ff,
@@ -293,17 +293,8 @@ class EncoderDecoderTransformer(nn.Module):
             eps=c.eps,
             final_norm=c.final_norm,
         )
-        self.decoder = TransformerDecoder(
-            c.n_decoder_layers,
-            d_model=c.d_model,
-            n_heads=c.n_heads,
-            d_ff=c.d_ff,
-            dropout=c.dropout,
-            activation=c.activation,
-            norm_first=c.norm_first,
-            eps=c.eps,
-            final_norm=c.final_norm,
-        )
+        self.encoder = TransformerEncoder(c.n_encoder_layers, **stack)
+        self.decoder = TransformerDecoder(c.n_decoder_layers, **stack)
         self.out_proj = nn.Linear(c.d_model, c.tgt_vocab_size)
         self._reset_parameters()
 
