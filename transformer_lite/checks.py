@@ -25,6 +25,7 @@ from torch import Tensor, nn
 
 __all__ = [
     "owner_name",
+    "shape_dtype",
     "check_positive_int",
     "check_nonnegative_int",
     "check_int_at_least",
@@ -152,6 +153,11 @@ def _shape(t) -> str:
     return str(tuple(t.shape)) if isinstance(t, Tensor) else type(t).__name__
 
 
+def shape_dtype(t) -> str:
+    """A tensor's shape and dtype, e.g. ``(2, 5) torch.bool``, or the type of a non-tensor, for a message."""
+    return f"{tuple(t.shape)} {t.dtype}" if isinstance(t, Tensor) else type(t).__name__
+
+
 def check_last_dim(owner, x, d: int) -> None:
     """Raise ``ValueError`` unless ``x`` is a tensor of shape ``(..., d)``."""
     if not isinstance(x, Tensor) or x.dim() < 1 or x.shape[-1] != d:
@@ -227,9 +233,8 @@ def check_token_ids(owner, name: str, ids, vocab_size: int | None = None, min_le
         or ids.is_floating_point()
         or ids.dtype == torch.bool
     ):
-        received = f"{tuple(ids.shape)} {ids.dtype}" if isinstance(ids, Tensor) else _shape(ids)
         raise ValueError(
-            f"{owner_name(owner)}: expected integer {name} of shape (B, L), received {received}"
+            f"{owner_name(owner)}: expected integer {name} of shape (B, L), received {shape_dtype(ids)}"
         )
     if ids.shape[1] < min_len:
         raise ValueError(

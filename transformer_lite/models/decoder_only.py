@@ -30,8 +30,8 @@ from ..checks import (
     check_token_ids,
     check_type,
     embed,
-    eval_mode,
     owner_name,
+    shape_dtype,
 )
 from ..config import Activation, Norm, Positional, check_options
 from ..nn.blocks import TransformerBlock, make_norm
@@ -42,7 +42,7 @@ from ..nn.positional import (
     sinusoidal_positional_encoding,
 )
 from ..outputs import Generation, KVCache, ModelOutput
-from .generation import decode, sample_next_token
+from .generation import decode_in_eval, sample_next_token
 
 __all__ = ["DecoderOnlyConfig", "KVCache", "DecoderOnlyTransformer", "sample_next_token"]
 
@@ -206,8 +206,7 @@ class DecoderOnlyTransformer(nn.Module):
             if attention_mask.dtype != torch.bool or tuple(attention_mask.shape) != expected:
                 raise ValueError(
                     f"{owner}: expected a bool attention_mask of shape (B, len(cache) + L) = "
-                    f"{expected} (True = a real token), received {tuple(attention_mask.shape)} "
-                    f"{attention_mask.dtype}"
+                    f"{expected} (True = a real token), received {shape_dtype(attention_mask)}"
                 )
         if position_ids is not None:
             if self.position_embedding is None:
@@ -218,7 +217,7 @@ class DecoderOnlyTransformer(nn.Module):
             if position_ids.is_floating_point() or tuple(position_ids.shape) != (B, L):
                 raise ValueError(
                     f"{owner}: expected integer position_ids of shape (B, L) = {(B, L)}, received "
-                    f"{tuple(position_ids.shape)} {position_ids.dtype}"
+                    + shape_dtype(position_ids)
                 )
         elif attention_mask is not None and self.position_embedding is not None:
             # each token's position counts the real tokens before it in its own row (padding
@@ -365,20 +364,7 @@ class DecoderOnlyTransformer(nn.Module):
             # (B, V): scores of the next token, read at the last column (the newest real token)
             return self(window, cache=cache, attention_mask=visible).logits[:, -1]
 
-        with eval_mode(self):
-            result = decode(
-                step,
-                input_ids,
-                max_new_tokens,
-                temperature=temperature,
-                top_k=top_k,
-                generator=generator,
-            )
-        if max_new_tokens > 0:
-            return result
-        V = self.config.vocab_size
-        empty = input_ids.new_zeros((input_ids.shape[0], 0, V), dtype=self.lm_head.weight.dtype)
-        return Generation(result.tokens, empty)
+        return decode_in_eval(self, step, input_ids, max_new_tokens, temperature, top_k, generator)
 
 
 def _check_left_padding(owner, input_ids: Tensor, attention_mask: Tensor) -> None:
@@ -389,14 +375,9 @@ def _check_left_padding(owner, input_ids: Tensor, attention_mask: Tensor) -> Non
         or attention_mask.dtype != torch.bool
         or tuple(attention_mask.shape) != expected
     ):
-        received = (
-            f"{tuple(attention_mask.shape)} {attention_mask.dtype}"
-            if isinstance(attention_mask, Tensor)
-            else type(attention_mask).__name__
-        )
         raise ValueError(
             f"{owner_name(owner)}: expected a bool attention_mask of the shape of input_ids, (B, L) = "
-            f"{expected}, received {received}"
+            f"{expected}, received {shape_dtype(attention_mask)}"
         )
     if not attention_mask.any(dim=1).all():
         rows = (~attention_mask.any(dim=1)).nonzero().flatten().tolist()

@@ -12,9 +12,9 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import torch
-from torch import Tensor
+from torch import Tensor, nn
 
-from ..checks import check_nonnegative_int, owner_name
+from ..checks import check_nonnegative_int, eval_mode, owner_name
 from ..outputs import Generation
 
 __all__ = ["sample_next_token", "decode"]
@@ -129,3 +129,28 @@ def decode(
     else:
         logits = torch.zeros((prompt.shape[0], 0, 0), device=prompt.device)
     return Generation(tokens, logits)
+
+
+def decode_in_eval(
+    model: nn.Module,
+    step: Callable[[Tensor], Tensor],
+    prompt: Tensor,
+    max_new_tokens: int,
+    temperature: float,
+    top_k: int | None,
+    generator: torch.Generator | None,
+) -> Generation:
+    """:func:`decode` with ``model`` in eval mode (its mode restored afterwards): a language model's ``generate``.
+
+    ``model.lm_head`` is the output layer; its weight ``(V, D)`` gives the empty logits of a call
+    with ``max_new_tokens = 0`` their shape ``(B, 0, V)`` and dtype (:func:`decode` never sees V).
+    """
+    with eval_mode(model):
+        result = decode(
+            step, prompt, max_new_tokens, temperature=temperature, top_k=top_k, generator=generator
+        )
+    if max_new_tokens > 0:
+        return result
+    head = model.lm_head.weight  # (V, D)
+    empty = prompt.new_zeros((prompt.shape[0], 0, head.shape[0]), dtype=head.dtype)  # (B, 0, V)
+    return Generation(result.tokens, empty)

@@ -18,10 +18,9 @@ from ..checks import (
     check_positive_sizes,
     check_type,
     embed,
-    eval_mode,
 )
 from ..outputs import Generation, ModelOutput
-from .generation import decode
+from .generation import decode_in_eval
 
 __all__ = ["GRUConfig", "GRULanguageModel"]
 
@@ -149,16 +148,4 @@ class GRULanguageModel(nn.Module):
             state["cache"] = out.cache
             return out.logits[:, -1]
 
-        with eval_mode(self):
-            result = decode(
-                step,
-                input_ids,
-                max_new_tokens,
-                temperature=temperature,
-                top_k=top_k,
-                generator=generator,
-            )
-        if max_new_tokens > 0:
-            return result
-        empty = input_ids.new_zeros((input_ids.shape[0], 0, self.vocab_size), dtype=torch.float32)
-        return Generation(result.tokens, empty.to(self.lm_head.weight.dtype))
+        return decode_in_eval(self, step, input_ids, max_new_tokens, temperature, top_k, generator)

@@ -11,6 +11,7 @@ import plotly.graph_objects as go
 import torch
 from torch import Tensor
 
+from ...checks import shape_dtype
 from ._page import layout, rounded, slider
 
 __all__ = ["next_token_temperature_figure"]
@@ -70,13 +71,9 @@ def next_token_temperature_figure(
         or logits.numel() < 1
         or not logits.is_floating_point()
     ):
-        got = (
-            f"{tuple(logits.shape)} {logits.dtype}"
-            if isinstance(logits, Tensor)
-            else type(logits).__name__
-        )
         raise ValueError(
-            f"next_token_temperature_figure: expected floating logits of shape (V,), received {got}"
+            "next_token_temperature_figure: expected floating logits of shape (V,), received "
+            + shape_dtype(logits)
         )
     V = logits.shape[0]
     labels = [str(c) for c in labels]
