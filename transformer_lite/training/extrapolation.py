@@ -32,6 +32,7 @@ from ..checks import check_int_at_least, check_positions, check_positive_int, ch
 from ..models.decoder_only import DecoderOnlyConfig, DecoderOnlyTransformer
 from ..nn.relative_position import alibi_bias
 from ..outputs import ModelOutput
+from .toy_tasks import train_last_position
 
 __all__ = [
     "SCHEMES",
@@ -177,11 +178,11 @@ def train_recency(
 ) -> list[float]:
     """Train ``model`` in place on :func:`make_recency_batch`, at lengths up to ``max_len``.
 
-    The same loop as :func:`~transformer_lite.training.toy_tasks.train_delayed_recall`:
-    every step draws a fresh batch, of one length uniform in ``min_len .. max_len``, takes
-    the cross-entropy of the logits at the *last* position against the answer, and one Adam
-    step (Kingma & Ba, 2015) with the gradients clipped to global norm 1 (Pascanu et al.,
-    2013). The model is left in eval mode.
+    Every step draws a fresh batch, of one length uniform in ``min_len .. max_len``; the loop
+    is :func:`~transformer_lite.training.toy_tasks.train_last_position` (the cross-entropy
+    of the logits at the *last* position against the answer, Adam, gradients clipped to
+    global norm 1), as in :func:`~transformer_lite.training.toy_tasks.train_delayed_recall`.
+    The model is left in eval mode.
 
     Args:
         model: maps int64 ids ``(B, n)`` to logits ``(B, n, V)``, ``V >= VOCAB_SIZE``.
@@ -201,21 +202,12 @@ def train_recency(
     check_int_at_least(owner, "max_len", max_len, min_len)
     check_positive_int(owner, "steps", steps)
     g = torch.Generator().manual_seed(seed)
-    optimizer = torch.optim.Adam(model.parameters(), lr=lr)
-    losses = []
-    model.train()
-    for _ in range(steps):
-        n = int(torch.randint(min_len, max_len + 1, (1,), generator=g))
-        tokens, answers = make_recency_batch(batch_size, n, g)  # (B, n), (B,)
-        logits = model(tokens).logits[:, -1]  # (B, V): only the last position is scored
-        loss = torch.nn.functional.cross_entropy(logits, answers)
-        optimizer.zero_grad()
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        optimizer.step()
-        losses.append(loss.item())
-    model.eval()
-    return losses
+
+    def next_batch() -> tuple[Tensor, Tensor]:
+        n = int(torch.randint(min_len, max_len + 1, (1,), generator=g))  # this step's length
+        return make_recency_batch(batch_size, n, g)  # (B, n), (B,)
+
+    return train_last_position(model, next_batch, steps, lr)
 
 
 def _eval_batch(length: int, n_eval: int, seed: int) -> tuple[Tensor, Tensor]:

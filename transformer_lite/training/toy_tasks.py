@@ -18,7 +18,7 @@ Sequences are right-padded with ``PAD``.
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 
 import torch
 from torch import Tensor
@@ -41,6 +41,7 @@ __all__ = [
     "ids_to_symbols",
     "make_delayed_recall_batch",
     "delayed_recall_eval_lengths",
+    "train_last_position",
     "train_delayed_recall",
 ]
 
@@ -384,6 +385,40 @@ def delayed_recall_eval_lengths(
     return [(lag + 1 + p, per_length + (p < extra)) for p in range(max_prefix + 1)]
 
 
+def train_last_position(
+    model: torch.nn.Module, next_batch: Callable[[], tuple[Tensor, Tensor]], steps: int, lr: float
+) -> list[float]:
+    """Train ``model`` in place for ``steps`` steps, each on a fresh ``(tokens, answers) = next_batch()``.
+
+    A step takes the cross-entropy of the logits at the *last* position against the answer
+    and one Adam step (Kingma & Ba, 2015) with the gradients clipped to global norm 1
+    (Pascanu et al., 2013). The training loop of :func:`train_delayed_recall` and of
+    :func:`~transformer_lite.training.extrapolation.train_recency`; the model is left in eval mode.
+
+    Args:
+        model: maps int64 ids ``(B, L)`` to logits ``(B, L, V)``.
+        next_batch: returns int64 ``tokens`` ``(B, L)`` and ``answers`` ``(B,)``, ids below ``V``.
+        steps, lr: optimiser steps and Adam's learning rate.
+
+    Returns:
+        The training loss of every step (nats).
+    """
+    optimizer = torch.optim.Adam(model.parameters(), lr=lr)
+    losses = []
+    model.train()
+    for _ in range(steps):
+        tokens, answers = next_batch()  # (B, L), (B,)
+        logits = model(tokens).logits[:, -1]  # (B, V): only the last position is scored
+        loss = torch.nn.functional.cross_entropy(logits, answers)
+        optimizer.zero_grad()
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        optimizer.step()
+        losses.append(loss.item())
+    model.eval()
+    return losses
+
+
 def train_delayed_recall(
     model: torch.nn.Module,
     lag: int,
@@ -398,10 +433,9 @@ def train_delayed_recall(
 ) -> float:
     """Train ``model`` on :func:`make_delayed_recall_batch` and return its accuracy on fresh sequences.
 
-    Every step draws a new batch (so there is no fixed training set to memorise), computes
-    the cross-entropy of the logits at the *last* position against the answer, and takes
-    one Adam step (Kingma & Ba, 2015) with gradients clipped to global norm 1 (Pascanu et
-    al., 2013). The evaluation uses ``n_eval`` sequences from a separate generator
+    Every step draws a new batch (so there is no fixed training set to memorise); the loop is
+    :func:`train_last_position` (the cross-entropy of the logits at the *last* position
+    against the answer, Adam, gradients clipped to global norm 1). The evaluation uses ``n_eval`` sequences from a separate generator
     (seed ``seed + 10_000``) and the model in eval mode. With ``max_prefix = P > 0`` every
     training batch has its own random length, and the evaluation covers every length
     ``lag + 1 .. lag + 1 + P`` with (nearly) equal counts (:func:`delayed_recall_eval_lengths`),
@@ -438,19 +472,14 @@ def train_delayed_recall(
             )
         eval_lengths = delayed_recall_eval_lengths(lag, n_eval, max_prefix)
     train_gen = torch.Generator().manual_seed(seed)
-    optimizer = torch.optim.Adam(model.parameters(), lr=lr)
-    model.train()
-    for _ in range(steps):
-        tokens, answers = make_delayed_recall_batch(
+    train_last_position(
+        model,
+        lambda: make_delayed_recall_batch(
             batch_size, lag, n_symbols, length, train_gen, max_prefix
-        )
-        logits = model(tokens).logits[:, -1]  # (B, V): only the last position is scored
-        loss = torch.nn.functional.cross_entropy(logits, answers)
-        optimizer.zero_grad()
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        optimizer.step()
-    model.eval()
+        ),
+        steps,
+        lr,
+    )
     eval_gen = torch.Generator().manual_seed(seed + 10_000)
     if max_prefix == 0:  # one fixed length (the original task, computed as it always was)
         tokens, answers = make_delayed_recall_batch(n_eval, lag, n_symbols, length, eval_gen)
