@@ -14,6 +14,7 @@ import os
 import platform
 import resource
 import statistics
+import subprocess
 import sys
 import time
 from collections.abc import Callable
@@ -254,3 +255,39 @@ def redraw_md(out: Path, write_md: Callable, results: str) -> None:
     and its ``results`` entry), measuring nothing."""
     data = json.loads(out.with_suffix(".json").read_text())
     write_md(out.with_suffix(".md"), data["info"], data[results])
+
+
+def child_json(script: str, argv: list[str], allocator: str = "default"):
+    """Run ``python script *argv`` in a fresh one-thread process (:func:`child_env`) and return the
+    JSON value it printed on its last line of stdout (stderr is captured: profiler lines)."""
+    done = subprocess.run(
+        [sys.executable, script, *argv],
+        env=child_env(allocator),
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def run(
+    args: argparse.Namespace,
+    child: Callable[[], object],
+    measure: Callable[[], tuple[dict, list]],
+    write_md: Callable,
+    results: str,
+) -> None:
+    """A benchmark's three ways to run. ``--child``: print ``child()`` as JSON, for the parent's
+    :func:`child_json`. ``--from-json``: :func:`redraw_md`. Otherwise ``info, values = measure()``,
+    stored in ``args.out``'s ``.json`` (under ``info`` and ``results``) and reported in its ``.md``."""
+    if args.child:
+        print(json.dumps(child()))
+    elif args.from_json:
+        redraw_md(args.out, write_md, results)
+    else:
+        info, values = measure()
+        args.out.with_suffix(".json").write_text(
+            json.dumps({"info": info, results: values}, indent=1)
+        )
+        write_md(args.out.with_suffix(".md"), info, values)
+        print(f"wrote {args.out.with_suffix('.md')} and .json")

@@ -22,9 +22,7 @@ Run: ``python benchmarks/cost_times.py`` (about two minutes on an idle core). Wr
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -33,7 +31,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks import _common
-from benchmarks._common import child_env, fmt_ms, interleaved_calls, load, machine, machine_line
+from benchmarks._common import fmt_ms, interleaved_calls, load, machine, machine_line
 
 HERE = Path(__file__).resolve().parent
 LENGTHS = (128, 256, 512, 1024, 2048)
@@ -143,29 +141,18 @@ def write_md(path: Path, info: dict, rounds: list) -> None:
 
 def main(argv=None) -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--repeats", type=int, default=5)
-    p.add_argument("--rounds", type=int, default=3, help="fresh processes")
-    p.add_argument("--out", type=Path, default=HERE / "cost_times")
-    p.add_argument("--from-json", action="store_true", help="rewrite the .md from the .json")
     p.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+    _common.add_run_options(p, HERE / "cost_times")
     args = p.parse_args(argv)
-    if args.child:
-        print(json.dumps(child(args.repeats)))
-        return
-    if args.from_json:
-        _common.redraw_md(args.out, write_md, "rounds")
-        return
+    _common.run(args, lambda: child(args.repeats), lambda: run_all(args), write_md, "rounds")
+
+
+def run_all(args: argparse.Namespace) -> tuple[dict, list]:
+    """``args.rounds`` fresh processes, each measuring everything once."""
     start, load_before = time.time(), load()
     rounds = []
     for rnd in range(args.rounds):
-        out = subprocess.run(
-            [sys.executable, __file__, "--child", "--repeats", str(args.repeats)],
-            env=child_env("default"),
-            capture_output=True,
-            text=True,
-            check=True,
-        )
-        rounds.append(json.loads(out.stdout.strip().splitlines()[-1]))
+        rounds.append(_common.child_json(__file__, ["--child", "--repeats", str(args.repeats)]))
         print(f"round {rnd} done", flush=True)
     info = {
         "date": time.strftime("%Y-%m-%d"),
@@ -177,9 +164,7 @@ def main(argv=None) -> None:
         "config": {"batch": B, "heads": H, "d_head": D_HEAD, "d_model": D_MODEL, "block": BLOCK},
         "generation": {"new_tokens": N_NEW, "generations": GENERATIONS},
     }
-    args.out.with_suffix(".json").write_text(json.dumps({"info": info, "rounds": rounds}, indent=1))
-    write_md(args.out.with_suffix(".md"), info, rounds)
-    print(f"wrote {args.out.with_suffix('.md')} and .json")
+    return info, rounds
 
 
 if __name__ == "__main__":

@@ -19,8 +19,6 @@ GiB of free memory). Writes ``benchmarks/direct_doubling.{md,json}``.
 from __future__ import annotations
 
 import argparse
-import json
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -29,7 +27,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks import _common
-from benchmarks._common import child_env, interleaved_calls, load, machine, machine_line
+from benchmarks._common import interleaved_calls, load, machine, machine_line
 
 HERE = Path(__file__).resolve().parent
 # A run whose data was not kept, recorded here so that the report can set it beside the JSON's runs
@@ -71,26 +69,21 @@ def main() -> None:
     parser.add_argument("--child", type=int, help=argparse.SUPPRESS)
     _common.add_run_options(parser, HERE / "direct_doubling")
     args = parser.parse_args()
-    if args.child:
-        print(json.dumps(child(args.child, args.repeats)))
-        return
-    if args.from_json:
-        _common.redraw_md(args.out, write_md, "runs")
-        return
+    _common.run(
+        args, lambda: child(args.child, args.repeats), lambda: run_all(args), write_md, "runs"
+    )
+
+
+def run_all(args: argparse.Namespace) -> tuple[dict, list]:
+    """Every length under both allocators, ``args.rounds`` times, each in a fresh process."""
     start = time.time()
     runs = []
     for rnd in range(args.rounds):
         for allocator in ("default", "keep"):
             for L in args.lengths:
                 load_before = load()
-                out = subprocess.run(
-                    [sys.executable, __file__, "--child", str(L), "--repeats", str(args.repeats)],
-                    env=child_env(allocator),
-                    capture_output=True,
-                    text=True,
-                    check=True,  # stderr: profiler lines
-                )
-                run = json.loads(out.stdout.strip().splitlines()[-1])
+                argv = ["--child", str(L), "--repeats", str(args.repeats)]
+                run = _common.child_json(__file__, argv, allocator)
                 run.update(
                     allocator=allocator, round=rnd, load_before=load_before, load_after=load()
                 )
@@ -103,8 +96,7 @@ def main() -> None:
         "repeats": args.repeats,
         "rounds": args.rounds,
     }
-    args.out.with_suffix(".json").write_text(json.dumps({"info": info, "runs": runs}, indent=1))
-    write_md(args.out.with_suffix(".md"), info, runs)
+    return info, runs
 
 
 def write_md(path: Path, info: dict, runs: list) -> None:

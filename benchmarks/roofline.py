@@ -38,9 +38,7 @@ JSON without measuring.
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -51,7 +49,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from benchmarks import _common
 from benchmarks._common import (
     MIB,
-    child_env,
     fmt_ms,
     interleaved_calls,
     load,
@@ -181,34 +178,23 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--block", type=int, default=256)
     p.add_argument("--cache", type=int, default=32768)
     p.add_argument("--threads", type=int, default=1)
-    p.add_argument("--repeats", type=int, default=5)
-    p.add_argument("--rounds", type=int, default=3, help="fresh processes")
-    p.add_argument("--out", type=Path, default=HERE / "roofline")
-    p.add_argument("--from-json", action="store_true", help="rewrite the .md from the .json")
     p.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+    _common.add_run_options(p, HERE / "roofline")
     return p.parse_args(argv)
 
 
 def main(argv=None) -> None:
     args = parse_args(argv)
-    if args.child:
-        print(json.dumps(child(args)))
-        return
-    if args.from_json:
-        _common.redraw_md(args.out, write_md, "rounds")
-        return
+    _common.run(args, lambda: child(args), lambda: run_all(args), write_md, "rounds")
+
+
+def run_all(args: argparse.Namespace) -> tuple[dict, list]:
+    """``args.rounds`` fresh processes (``keep`` allocator), each measuring every kernel once."""
     start, load_before = time.time(), load()
     passed = [a for a in sys.argv[1:] if a != "--child"]
     rounds = []
     for rnd in range(args.rounds):
-        out = subprocess.run(
-            [sys.executable, __file__, "--child", *passed],
-            env=child_env("keep"),
-            capture_output=True,
-            text=True,
-            check=True,
-        )
-        rounds.append(json.loads(out.stdout.strip().splitlines()[-1]))
+        rounds.append(_common.child_json(__file__, ["--child", *passed], "keep"))
         print(
             f"round {rnd}: " + ", ".join(f"{n} {fmt_ms(min(t))} ms" for n, t in rounds[-1].items()),
             flush=True,
@@ -227,9 +213,7 @@ def main(argv=None) -> None:
         | {"batch": B, "heads": H, "d_head": D_HEAD, "dtype": "float32"},
     }
     info["summary"] = summarize(info, rounds)
-    args.out.with_suffix(".json").write_text(json.dumps({"info": info, "rounds": rounds}, indent=1))
-    write_md(args.out.with_suffix(".md"), info, rounds)
-    print(f"wrote {args.out.with_suffix('.md')} and .json")
+    return info, rounds
 
 
 if __name__ == "__main__":

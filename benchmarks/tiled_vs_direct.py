@@ -27,9 +27,7 @@ generated from the JSON: ``--from-json`` rewrites it from the checked-in JSON wi
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -38,7 +36,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks import _common
-from benchmarks._common import child_env, interleaved_calls, load, machine, machine_line
+from benchmarks._common import interleaved_calls, load, machine, machine_line
 
 HERE = Path(__file__).resolve().parent
 RATIO_LENGTHS = (1024, 2048, 4096, 8192)
@@ -94,13 +92,18 @@ def main() -> None:
     parser.add_argument("--child", nargs=2, help=argparse.SUPPRESS)
     _common.add_run_options(parser, HERE / "tiled_vs_direct")
     args = parser.parse_args()
-    if args.child:
-        part, L = args.child
-        print(json.dumps(child(part, int(L), args.repeats)))
-        return
-    if args.from_json:
-        _common.redraw_md(args.out, write_md, "runs")
-        return
+    _common.run(
+        args,
+        lambda: child(args.child[0], int(args.child[1]), args.repeats),
+        lambda: run_all(args),
+        write_md,
+        "runs",
+    )
+
+
+def run_all(args: argparse.Namespace) -> tuple[dict, list]:
+    """Each ratio length and the block sweep under both allocators, ``args.rounds`` times, each in a
+    fresh process; one run per case."""
     start = time.time()
     runs = []
     jobs = [("ratio", L) for L in RATIO_LENGTHS] + [("sweep", SWEEP_L)]
@@ -108,22 +111,8 @@ def main() -> None:
         for allocator in ("default", "keep"):
             for part, L in jobs:
                 load_before = load()
-                out = subprocess.run(
-                    [
-                        sys.executable,
-                        __file__,
-                        "--child",
-                        part,
-                        str(L),
-                        "--repeats",
-                        str(args.repeats),
-                    ],
-                    env=child_env(allocator),
-                    capture_output=True,
-                    text=True,
-                    check=True,
-                )
-                res = json.loads(out.stdout.strip().splitlines()[-1])
+                argv = ["--child", part, str(L), "--repeats", str(args.repeats)]
+                res = _common.child_json(__file__, argv, allocator)
                 for name, times in res["times"].items():
                     runs.append(
                         {
@@ -154,8 +143,7 @@ def main() -> None:
         "heads": 4,
         "d_head": 64,
     }
-    args.out.with_suffix(".json").write_text(json.dumps({"info": info, "runs": runs}, indent=1))
-    write_md(args.out.with_suffix(".md"), info, runs)
+    return info, runs
 
 
 def _size_bytes(text: str) -> int:

@@ -34,8 +34,6 @@ rewrites the ``.md`` from the JSON without measuring.
 from __future__ import annotations
 
 import argparse
-import json
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -44,7 +42,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks import _common
-from benchmarks._common import MIB, child_env, fmt_mib, load, machine, machine_line, quiet_stderr
+from benchmarks._common import MIB, fmt_mib, load, machine, machine_line, quiet_stderr
 
 HERE = Path(__file__).resolve().parent
 B, H, D_HEAD = 1, 4, 64
@@ -170,35 +168,24 @@ def parse_args(argv=None) -> argparse.Namespace:
 
 def main(argv=None) -> None:
     args = parse_args(argv)
-    if args.child:
-        method, L, measure = args.child
-        print(json.dumps(child(method, int(L), measure, args.block)))
-        return
-    if args.from_json:
-        _common.redraw_md(args.out, write_md, "rows")
-        return
+    _common.run(
+        args,
+        lambda: child(args.child[0], int(args.child[1]), args.child[2], args.block),
+        lambda: run_all(args),
+        write_md,
+        "rows",
+    )
+
+
+def run_all(args: argparse.Namespace) -> tuple[dict, list]:
+    """Every length, method and measure, each in a fresh process."""
     start, load_before = time.time(), load()
     rows = []
     for L in args.lengths:
         for method in METHODS:
             for measure in MEASURES:
-                out = subprocess.run(
-                    [
-                        sys.executable,
-                        __file__,
-                        "--block",
-                        str(args.block),
-                        "--child",
-                        method,
-                        str(L),
-                        measure,
-                    ],
-                    env=child_env("default"),
-                    capture_output=True,
-                    text=True,
-                    check=True,
-                )
-                nbytes = json.loads(out.stdout.strip().splitlines()[-1])
+                argv = ["--block", str(args.block), "--child", method, str(L), measure]
+                nbytes = _common.child_json(__file__, argv)
                 rows.append({"method": method, "L": L, "measure": measure, "bytes": nbytes})
                 print(f"L = {L}, {method}, {measure}: {nbytes / MIB:.1f} MiB", flush=True)
     passed = [a for a in sys.argv[1:]]
@@ -212,9 +199,7 @@ def main(argv=None) -> None:
         "config": {"lengths": args.lengths, "block": args.block}
         | {"batch": B, "heads": H, "d_head": D_HEAD, "dtype": "float32"},
     }
-    args.out.with_suffix(".json").write_text(json.dumps({"info": info, "rows": rows}, indent=1))
-    write_md(args.out.with_suffix(".md"), info, rows)
-    print(f"wrote {args.out.with_suffix('.md')} and .json")
+    return info, rows
 
 
 if __name__ == "__main__":
