@@ -153,51 +153,29 @@ def _expect_recurrent(cls: type, m, torch_cls: type) -> None:
         )
 
 
-def _copy_recurrent(ours: RNN | GRU, m: nn.RNN | nn.GRU) -> None:
+def _copy_recurrent(ours: RNN | GRU, m: nn.RNN | nn.GRU) -> RNN | GRU:
+    """``ours``, freshly built, moved to ``m``'s dtype and device and given its layer-0 weights."""
+    ours = ours.to(dtype=m.weight_ih_l0.dtype, device=m.weight_ih_l0.device)
     with torch.no_grad():
         ours.weight_ih.copy_(m.weight_ih_l0)
         ours.weight_hh.copy_(m.weight_hh_l0)
         if ours.bias_ih is not None:
             ours.bias_ih.copy_(m.bias_ih_l0)
             ours.bias_hh.copy_(m.bias_hh_l0)
+    return ours
 
 
 def rnn_from_torch(m: nn.RNN, cls: type = RNN) -> RNN:
-    """Build an :class:`RNN` with the weights of a single-layer ``torch.nn.RNN``.
-
-    Ours has one layer only, so its initial and final states are ``(B, hidden_size)``, where
-    ``torch.nn.RNN`` adds a leading ``num_layers`` axis: ``(1, B, hidden_size)``.
-
-    ``m.batch_first`` may be either value: our module is always batch-first,
-    so feed it ``(B, L, input_size)``. Dtype and device follow ``m``.
-
-    Raises:
-        ValueError: for another module, or one of several layers or two directions.
-    """
+    """The body of :meth:`RNN.from_torch <transformer_lite.nn.recurrent.RNN.from_torch>` (documented there)."""
     _expect_recurrent(cls, m, nn.RNN)
     ours = cls(m.input_size, m.hidden_size, nonlinearity=m.nonlinearity, bias=m.bias)
-    ours = ours.to(dtype=m.weight_ih_l0.dtype, device=m.weight_ih_l0.device)
-    _copy_recurrent(ours, m)
-    return ours
+    return _copy_recurrent(ours, m)
 
 
 def gru_from_torch(m: nn.GRU, cls: type = GRU) -> GRU:
-    """Build a :class:`GRU` with the weights of a single-layer ``torch.nn.GRU``.
-
-    Ours has one layer only, so its initial and final states are ``(B, hidden_size)``, where
-    ``torch.nn.GRU`` adds a leading ``num_layers`` axis: ``(1, B, hidden_size)``.
-
-    ``m.batch_first`` may be either value: our module is always batch-first.
-    Dtype and device follow ``m``.
-
-    Raises:
-        ValueError: for another module, or one of several layers or two directions.
-    """
+    """The body of :meth:`GRU.from_torch <transformer_lite.nn.recurrent.GRU.from_torch>` (documented there)."""
     _expect_recurrent(cls, m, nn.GRU)
-    ours = cls(m.input_size, m.hidden_size, bias=m.bias)
-    ours = ours.to(dtype=m.weight_ih_l0.dtype, device=m.weight_ih_l0.device)
-    _copy_recurrent(ours, m)
-    return ours
+    return _copy_recurrent(cls(m.input_size, m.hidden_size, bias=m.bias), m)
 
 
 def block_from_torch(
