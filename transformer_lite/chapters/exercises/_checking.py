@@ -127,24 +127,41 @@ def input_grads(module, inputs, upstream, **kwargs):
     return out, [t.grad for t in leaves]
 
 
+def check_gradient(got: Tensor | None, expected: Tensor, name: str, case: str) -> None:
+    """The learner's gradient with respect to ``name`` must have arrived and agree with the package's
+    (the output already does, so a difference here is a cut or damaged graph)."""
+    if got is None or (not (got.abs() > 0).any() and (expected.abs() > 0).any()):
+        raise AssertionError(
+            f"no gradient reached the {name} for {case}: the output is right, but forward cuts the "
+            "graph; do not use .detach(), .data, torch.no_grad() or numpy inside forward"
+        )
+    if not close(got, expected):
+        err = (got - expected).abs().max().item()
+        raise AssertionError(
+            f"wrong gradient with respect to the {name} for {case} (largest difference {err:.3g}), "
+            "although the output is right. Likely mistake: part of forward is cut from the graph "
+            "(.detach(), .data, torch.no_grad()), or a tensor is modified in place after it was used"
+        )
+
+
+def check_eval_repeatable(
+    got: Tensor, again: Tensor, expected: Tensor, case: str, likely: str, what: str = "outputs"
+) -> None:
+    """Two calls in eval mode (``got``, ``again``) must agree, unless the first is already right:
+    otherwise ``likely`` names the mistake (dropout left on)."""
+    if not torch.equal(got, again) and not close(got, expected):
+        raise AssertionError(
+            f"{case}: two calls in eval mode gave different {what}. Likely mistake: {likely}"
+        )
+
+
 def compare_input_grads(student, ref, inputs, names, upstream, case, **kwargs) -> None:
     """The gradients of ``sum(output * upstream)`` with respect to the first ``len(names)`` inputs must
     agree (the output was already checked)."""
     _, got = input_grads(student, inputs, upstream, **kwargs)
     _, expected = input_grads(ref, inputs, upstream, **kwargs)
     for name, gs, ge in zip(names, got, expected):
-        if gs is None or (not (gs.abs() > 0).any() and (ge.abs() > 0).any()):
-            raise AssertionError(
-                f"no gradient reached the {name} for {case}: the output is right, but forward cuts the "
-                "graph; do not use .detach(), .data, torch.no_grad() or numpy inside forward"
-            )
-        if not close(gs, ge):
-            err = (gs - ge).abs().max().item()
-            raise AssertionError(
-                f"wrong gradient with respect to the {name} for {case} (largest difference {err:.3g}), "
-                "although the output is right. Likely mistake: part of forward is cut from the graph "
-                "(.detach(), .data, torch.no_grad()), or a tensor is modified in place after it was used"
-            )
+        check_gradient(gs, ge, name, case)
 
 
 def build(cls, args: tuple, kwargs: dict, seed: int) -> nn.Module:
@@ -216,15 +233,4 @@ def compare_grads(
     pairs = [("input x", got_x, expected_x)]
     pairs += [(f"parameter {name}", got_p.get(name), g) for name, g in expected_p.items()]
     for name, got, expected in pairs:
-        if got is None or (not (got.abs() > 0).any() and (expected.abs() > 0).any()):
-            raise AssertionError(
-                f"no gradient reached the {name} for {case}: the output is right, but forward cuts the "
-                "graph; do not use .detach(), .data, torch.no_grad() or numpy inside forward"
-            )
-        if not close(got, expected):
-            err = (got - expected).abs().max().item()
-            raise AssertionError(
-                f"wrong gradient with respect to the {name} for {case} (largest difference {err:.3g}), "
-                "although the output is right. Likely mistake: part of forward is cut from the graph "
-                "(.detach(), .data, torch.no_grad()), or a tensor is modified in place after it was used"
-            )
+        check_gradient(got, expected, name, case)

@@ -172,6 +172,11 @@ _BATCH_AXIS = (
 _TABLE = (
     "the table is wrong ({}): make my_sinusoidal pass check_sinusoidal_positional_encoding first"
 )
+# the likely mistake when two calls in eval mode differ (checking.check_eval_repeatable)
+_PE_EVAL_DROPOUT = (
+    "dropout active in eval mode: call the module self.dropout (it follows model.eval()), "
+    "never F.dropout(..., training=True)"
+)
 
 
 def _pe_call(module, x: Tensor, offset: int):
@@ -248,12 +253,7 @@ def check_sinusoidal_module(cls) -> None:
             checking.check_tensor(y, "output", (B, L, D), case)
             again = _pe_call(student, x.clone(), offset)
             expected = ref(x, offset=offset)
-            if not torch.equal(y, again) and not checking.close(y, expected):
-                raise AssertionError(
-                    f"{case}: two calls in eval mode gave different outputs. Likely mistake: dropout active "
-                    "in eval mode: call the module self.dropout (it follows model.eval()), never "
-                    "F.dropout(..., training=True)"
-                )
+            checking.check_eval_repeatable(y, again, expected, case, _PE_EVAL_DROPOUT)
             if not checking.close(y, expected):
                 raise checking.diagnose(y, _pe_variants(x, offset), case, "output", expected)
             # train mode: the same seed must drop the same entries of the sum as the package

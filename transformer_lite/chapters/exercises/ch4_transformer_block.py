@@ -250,6 +250,13 @@ def _ff_variant(ff, x, mistake=None):
     return F.relu(out) if mistake == "relu after linear2" else out
 
 
+# the likely mistake when two calls in eval mode differ (checking.check_eval_repeatable)
+_FF_EVAL_DROPOUT = (
+    "dropout active in eval mode: call the module self.dropout (it follows model.eval()), or "
+    "F.dropout(..., training=self.training), never F.dropout(..., training=True)"
+)
+
+
 @checking.checker("check_feed_forward_module")
 def check_feed_forward_module(cls) -> None:
     """Check a module class ``cls(d_model, d_ff, dropout=0.0)`` computing
@@ -282,12 +289,7 @@ def check_feed_forward_module(cls) -> None:
             checking.check_tensor(y, "output", (B, L, D), case)
             again = checking.call(student, x.clone())
             expected = ref(x)
-            if not torch.equal(y, again) and not checking.close(y, expected):
-                raise AssertionError(
-                    f"{case}: two calls in eval mode gave different outputs. Likely mistake: dropout active "
-                    "in eval mode: call the module self.dropout (it follows model.eval()), or "
-                    "F.dropout(..., training=self.training), never F.dropout(..., training=True)"
-                )
+            checking.check_eval_repeatable(y, again, expected, case, _FF_EVAL_DROPOUT)
             if not checking.close(y, expected):
                 variants = {
                     "no activation between the two linear layers: linear2(relu(linear1(x)))": "no activation",
@@ -368,6 +370,11 @@ _BLOCK_MISTAKES_BOTH = {
     "one layer norm for both sublayers: norm1 goes with attention, norm2 with the feed-forward": "one norm",
     "mask not applied: pass attn_mask on to self.self_attn": "mask ignored",
 }
+# the likely mistake when two calls in eval mode differ (checking.check_eval_repeatable)
+_BLOCK_EVAL_DROPOUT = (
+    "dropout active in eval mode: call the modules self.dropout1 / self.dropout2 (they follow "
+    "model.eval()), never F.dropout(..., training=True)"
+)
 
 _BLOCK_NAMES = "self_attn, ff (linear1, linear2), norm1, norm2 (weight, bias), dropout1, dropout2"
 
@@ -429,12 +436,7 @@ def check_block_module(cls) -> None:
                 again = checking.call(student, x.clone(), attn_mask=mask)
                 again = again[0] if isinstance(again, tuple) else again
                 expected = ref(x, attn_mask=mask)[0]
-                if not torch.equal(y, again) and not checking.close(y, expected):
-                    raise AssertionError(
-                        f"{case}: two calls in eval mode gave different outputs. Likely mistake: dropout active "
-                        "in eval mode: call the modules self.dropout1 / self.dropout2 (they follow "
-                        "model.eval()), never F.dropout(..., training=True)"
-                    )
+                checking.check_eval_repeatable(y, again, expected, case, _BLOCK_EVAL_DROPOUT)
                 if not checking.close(y, expected):
                     mistakes = {**_BLOCK_MISTAKES[norm_first], **_BLOCK_MISTAKES_BOTH}
                     if not masked:

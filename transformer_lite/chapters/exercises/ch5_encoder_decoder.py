@@ -172,6 +172,11 @@ _DECODER_MISTAKES_BOTH = {
     "the two masks swapped: attn_mask (L, L) goes to the self-attention, memory_mask (L, S) to "
     "the cross-attention": "masks swapped",
 }
+# the likely mistake when two calls in eval mode differ (checking.check_eval_repeatable)
+_DECODER_EVAL_DROPOUT = (
+    "dropout active in eval mode: call the modules self.dropout1..3 (they follow "
+    "model.eval()), never F.dropout(..., training=True)"
+)
 
 
 def _variants(compute, mistakes: dict) -> dict:
@@ -254,12 +259,7 @@ def check_decoder_block_module(cls) -> None:
                 checking.check_tensor(y, "output", (B, L, D), case)
                 again = _first(checking.call(student, x.clone(), memory.clone(), **masks))
                 expected = ref(x, memory, **masks)[0]
-                if not torch.equal(y, again) and not checking.close(y, expected):
-                    raise AssertionError(
-                        f"{case}: two calls in eval mode gave different outputs. Likely mistake: "
-                        "dropout active in eval mode: call the modules self.dropout1..3 (they follow "
-                        "model.eval()), never F.dropout(..., training=True)"
-                    )
+                checking.check_eval_repeatable(y, again, expected, case, _DECODER_EVAL_DROPOUT)
                 if not checking.close(y, expected):
                     mistakes = {**_DECODER_MISTAKES[norm_first], **_DECODER_MISTAKES_BOTH}
                     variants = _variants(
@@ -377,6 +377,11 @@ _MODEL_MISTAKES = {
     "with its norm), not its layers one by one": "encoder norm skipped",
     "the decoder reads the source embeddings instead of the encoder's output (the memory)": "memory from embeddings",
 }
+# the likely mistake when two calls in eval mode differ (checking.check_eval_repeatable)
+_MODEL_EVAL_DROPOUT = (
+    "dropout active in eval mode (self.pos and the blocks' dropout modules follow "
+    "model.eval(); never F.dropout(..., training=True))"
+)
 
 
 def _ids(g, B, n, vocab, lengths):
@@ -460,12 +465,7 @@ def check_encoder_decoder_module(cls) -> None:
                 checking.check_tensor(out, "logits", (B, L, 13), case)
                 again = _first(checking.call(student, src.clone(), tgt.clone(), **paddings))
                 expected = ref(src, tgt, **paddings).logits
-                if not torch.equal(out, again) and not checking.close(out, expected):
-                    raise AssertionError(
-                        f"{case}: two calls in eval mode gave different outputs. Likely mistake: "
-                        "dropout active in eval mode (self.pos and the blocks' dropout modules follow "
-                        "model.eval(); never F.dropout(..., training=True))"
-                    )
+                checking.check_eval_repeatable(out, again, expected, case, _MODEL_EVAL_DROPOUT)
                 if not checking.close(out, expected):
                     variants = _variants(
                         lambda m: _model_variant(ref, src, tgt, src_valid, tgt_valid, m),

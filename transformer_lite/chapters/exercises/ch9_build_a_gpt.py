@@ -148,6 +148,11 @@ _GPT_MISTAKES = {
     "embedding scaled by sqrt(d_model) (here the sum with the positions): GPT-2 and "
     "tl.DecoderOnlyTransformer add the two embeddings as they are": "scaled sum",
 }
+# the likely mistake when two calls in eval mode differ (checking.check_eval_repeatable)
+_GPT_EVAL_DROPOUT = (
+    "dropout active in eval mode: call self.embedding_dropout (it follows model.eval()), "
+    "never F.dropout(..., training=True)"
+)
 
 
 def _first(out):
@@ -262,12 +267,9 @@ def check_gpt_module(cls) -> None:
                 checking.check_tensor(logits, "logits", (B, L, V), case)
                 again = checking.call(student, ids.clone())
                 expected = ref(ids).logits
-                if not torch.equal(logits, again) and not checking.close(logits, expected):
-                    raise AssertionError(
-                        f"{case}: two calls in eval mode gave different logits. Likely mistake: dropout "
-                        "active in eval mode: call self.embedding_dropout (it follows model.eval()), "
-                        "never F.dropout(..., training=True)"
-                    )
+                checking.check_eval_repeatable(
+                    logits, again, expected, case, _GPT_EVAL_DROPOUT, "logits"
+                )
                 if L > 1:  # a change at the last position must leave every earlier logit alone
                     edited = ids.clone()
                     edited[:, -1] = (edited[:, -1] + 1) % V
