@@ -257,6 +257,17 @@ def redraw_md(out: Path, write_md: Callable, results: str) -> None:
     write_md(out.with_suffix(".md"), data["info"], data[results])
 
 
+def run_info(start: float, threads: int = 1, **fields) -> dict:
+    """The ``info`` a run stores: the date, the wall time since ``start``, the machine (torch using
+    the children's ``threads``), then ``fields``."""
+    return {
+        "date": time.strftime("%Y-%m-%d"),
+        "wall_s": time.time() - start,
+        "machine": machine() | {"torch_threads": threads},
+        **fields,
+    }
+
+
 def child_json(script: str, argv: list[str], allocator: str = "default"):
     """Run ``python script *argv`` in a fresh one-thread process (:func:`child_env`) and return the
     JSON value it printed on its last line of stdout (stderr is captured: profiler lines)."""

@@ -31,7 +31,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks import _common
-from benchmarks._common import fmt_ms, interleaved_calls, load, machine, machine_line
+from benchmarks._common import fmt_ms, interleaved_calls, load, machine_line
 
 HERE = Path(__file__).resolve().parent
 LENGTHS = (128, 256, 512, 1024, 2048)
@@ -154,16 +154,14 @@ def run_all(args: argparse.Namespace) -> tuple[dict, list]:
     for rnd in range(args.rounds):
         rounds.append(_common.child_json(__file__, ["--child", "--repeats", str(args.repeats)]))
         print(f"round {rnd} done", flush=True)
-    info = {
-        "date": time.strftime("%Y-%m-%d"),
-        "wall_s": time.time() - start,
-        "load": [load_before, load()],
-        "machine": machine() | {"torch_threads": 1},  # the children's setting
-        "repeats": args.repeats,
-        "lengths": list(LENGTHS),
-        "config": {"batch": B, "heads": H, "d_head": D_HEAD, "d_model": D_MODEL, "block": BLOCK},
-        "generation": {"new_tokens": N_NEW, "generations": GENERATIONS},
-    }
+    info = _common.run_info(
+        start,
+        load=[load_before, load()],
+        repeats=args.repeats,
+        lengths=list(LENGTHS),
+        config={"batch": B, "heads": H, "d_head": D_HEAD, "d_model": D_MODEL, "block": BLOCK},
+        generation={"new_tokens": N_NEW, "generations": GENERATIONS},
+    )
     return info, rounds
 
 

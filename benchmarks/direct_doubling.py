@@ -27,7 +27,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks import _common
-from benchmarks._common import interleaved_calls, load, machine, machine_line
+from benchmarks._common import interleaved_calls, load, machine_line
 
 HERE = Path(__file__).resolve().parent
 # A run whose data was not kept, recorded here so that the report can set it beside the JSON's runs
@@ -89,14 +89,7 @@ def run_all(args: argparse.Namespace) -> tuple[dict, list]:
                 )
                 runs.append(run)
                 print(allocator, L, [f"{t:.3f}" for t in run["times"]], run["faults"], flush=True)
-    info = {
-        "date": time.strftime("%Y-%m-%d"),
-        "wall_s": time.time() - start,
-        "machine": machine() | {"torch_threads": 1},  # the children's setting
-        "repeats": args.repeats,
-        "rounds": args.rounds,
-    }
-    return info, runs
+    return _common.run_info(start, repeats=args.repeats, rounds=args.rounds), runs
 
 
 def write_md(path: Path, info: dict, runs: list) -> None:

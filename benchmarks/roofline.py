@@ -52,7 +52,6 @@ from benchmarks._common import (
     fmt_ms,
     interleaved_calls,
     load,
-    machine,
     machine_line,
 )
 
@@ -199,19 +198,18 @@ def run_all(args: argparse.Namespace) -> tuple[dict, list]:
             f"round {rnd}: " + ", ".join(f"{n} {fmt_ms(min(t))} ms" for n, t in rounds[-1].items()),
             flush=True,
         )
-    info = {
-        "command": " ".join(["python benchmarks/roofline.py", *passed]),
-        "date": time.strftime("%Y-%m-%d"),
-        "wall_s": time.time() - start,
-        "load": [load_before, load()],
-        "machine": machine() | {"torch_threads": args.threads},  # the children's setting
-        "allocator": "keep",
-        "config": {
+    info = _common.run_info(
+        start,
+        args.threads,
+        command=" ".join(["python benchmarks/roofline.py", *passed]),
+        load=[load_before, load()],
+        allocator="keep",
+        config={
             k: getattr(args, k)
             for k in ("matmul_n", "copy_mib", "length", "block", "cache", "threads", "repeats")
         }
         | {"batch": B, "heads": H, "d_head": D_HEAD, "dtype": "float32"},
-    }
+    )
     info["summary"] = summarize(info, rounds)
     return info, rounds
 

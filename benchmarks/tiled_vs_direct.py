@@ -36,7 +36,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks import _common
-from benchmarks._common import interleaved_calls, load, machine, machine_line
+from benchmarks._common import interleaved_calls, load, machine_line
 
 HERE = Path(__file__).resolve().parent
 RATIO_LENGTHS = (1024, 2048, 4096, 8192)
@@ -130,19 +130,17 @@ def run_all(args: argparse.Namespace) -> tuple[dict, list]:
                     print(
                         rnd, allocator, name, f"{1e3 * statistics.median(times):.0f} ms", flush=True
                     )
-    info = {
-        "date": time.strftime("%Y-%m-%d"),
-        "wall_s": time.time() - start,
-        "machine": machine() | {"torch_threads": 1},  # the children's setting
-        "repeats": args.repeats,
-        "rounds": args.rounds,
-        "ratio_block": RATIO_BLOCK,
-        "sweep_L": SWEEP_L,
-        "sweep_blocks": list(SWEEP_BLOCKS),
-        "batch": 1,
-        "heads": 4,
-        "d_head": 64,
-    }
+    info = _common.run_info(
+        start,
+        repeats=args.repeats,
+        rounds=args.rounds,
+        ratio_block=RATIO_BLOCK,
+        sweep_L=SWEEP_L,
+        sweep_blocks=list(SWEEP_BLOCKS),
+        batch=1,
+        heads=4,
+        d_head=64,
+    )
     return info, runs
 
 

@@ -42,7 +42,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks import _common
-from benchmarks._common import MIB, fmt_mib, load, machine, machine_line, quiet_stderr
+from benchmarks._common import MIB, fmt_mib, load, machine_line, quiet_stderr
 
 HERE = Path(__file__).resolve().parent
 B, H, D_HEAD = 1, 4, 64
@@ -189,16 +189,14 @@ def run_all(args: argparse.Namespace) -> tuple[dict, list]:
                 rows.append({"method": method, "L": L, "measure": measure, "bytes": nbytes})
                 print(f"L = {L}, {method}, {measure}: {nbytes / MIB:.1f} MiB", flush=True)
     passed = [a for a in sys.argv[1:]]
-    info = {
-        "command": " ".join(["python benchmarks/train_memory.py", *passed]),
-        "date": time.strftime("%Y-%m-%d"),
-        "wall_s": time.time() - start,
-        "load": [load_before, load()],
-        "machine": machine() | {"torch_threads": 1},  # the children's setting
-        "allocator": "default",
-        "config": {"lengths": args.lengths, "block": args.block}
+    info = _common.run_info(
+        start,
+        command=" ".join(["python benchmarks/train_memory.py", *passed]),
+        load=[load_before, load()],
+        allocator="default",
+        config={"lengths": args.lengths, "block": args.block}
         | {"batch": B, "heads": H, "d_head": D_HEAD, "dtype": "float32"},
-    }
+    )
     return info, rows
 
 
