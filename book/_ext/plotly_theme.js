@@ -108,25 +108,23 @@
       "modebar.color": muted,
       "modebar.activecolor": text,
     };
+    // the colours of each part of the layout, {attribute: colour}, set on every instance of it
+    function paint(prefix, colours) {
+      Object.keys(colours).forEach(function (attribute) {
+        update[prefix + attribute] = colours[attribute];
+      });
+    }
     Object.keys(gd._fullLayout).forEach(function (key) {
       if (/^[xy]axis\d*$/.test(key)) {
-        update[key + ".gridcolor"] = grid;
-        update[key + ".zerolinecolor"] = border;
-        update[key + ".linecolor"] = border;
+        paint(key + ".", {gridcolor: grid, zerolinecolor: border, linecolor: border});
       }
     });
     (gd.layout.sliders || []).forEach(function (_, i) {
-      var s = "sliders[" + i + "].";
-      update[s + "bgcolor"] = surface;
-      update[s + "activebgcolor"] = border;
-      update[s + "bordercolor"] = border;
-      update[s + "tickcolor"] = muted;
+      paint("sliders[" + i + "].",
+            {bgcolor: surface, activebgcolor: border, bordercolor: border, tickcolor: muted});
     });
     (gd.layout.updatemenus || []).forEach(function (_, i) {
-      var m = "updatemenus[" + i + "].";
-      update[m + "bgcolor"] = surface;
-      update[m + "bordercolor"] = border;
-      update[m + "font.color"] = text;
+      paint("updatemenus[" + i + "].", {bgcolor: surface, bordercolor: border, "font.color": text});
     });
     (gd.layout.annotations || []).forEach(function (a, i) {
       if (a.bgcolor) {  // a text box drawn on the plot (chapter 8's entropy box)
