@@ -211,30 +211,13 @@ record(
 )
 record("learned_pe", lambda: learned_pe(12, 24))
 ids = torch.randint(0, 11, (2, 9), generator=torch.Generator().manual_seed(7))
+small = dict(vocab_size=11, max_len=32, d_model=24, n_heads=4, d_ff=32)  # every GPT case's sizes
+# the Llama options (SmolLM2's): grouped-query attention, rotary positions, RMSNorm, SwiGLU, no biases
+llama = dict(n_kv_heads=2, positional="rotary", norm="rmsnorm", activation="swiglu", bias=False)
 for name, cfg in {
-    "gpt_learned": dict(vocab_size=11, max_len=32, d_model=24, n_heads=4, d_ff=32, dropout=0.1),
-    "gpt_sinusoidal_post": dict(
-        vocab_size=11,
-        max_len=32,
-        d_model=24,
-        n_heads=4,
-        d_ff=32,
-        positional="sinusoidal",
-        norm_first=False,
-    ),
-    "gpt_llama": dict(
-        vocab_size=11,
-        max_len=32,
-        d_model=24,
-        n_heads=4,
-        n_kv_heads=2,
-        d_ff=32,
-        positional="rotary",
-        norm="rmsnorm",
-        activation="swiglu",
-        bias=False,
-        tie_embeddings=False,
-    ),
+    "gpt_learned": small | dict(dropout=0.1),
+    "gpt_sinusoidal_post": small | dict(positional="sinusoidal", norm_first=False),
+    "gpt_llama": small | llama | dict(tie_embeddings=False),
 }.items():
     record(
         name,
