@@ -13,7 +13,8 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor, nn
 
-from ..checks import check_heads, check_marker, check_positive_int, check_shape, check_type, embed
+from ..checks import check_heads, check_marker, check_shape, check_type, embed
+from ..config import check_sizes
 from ..nn.blocks import TransformerBlock
 from ..nn.masks import padding_mask
 from ..nn.normalization import LayerNorm
@@ -37,16 +38,7 @@ class BertConfig:
     eps: float = 1e-12  # LayerNorm epsilon [layer_norm_eps]
 
     def __post_init__(self) -> None:
-        for name in (
-            "vocab_size",
-            "max_len",
-            "type_vocab_size",
-            "d_model",
-            "n_heads",
-            "n_layers",
-            "d_ff",
-        ):
-            check_positive_int(self, name, getattr(self, name))
+        check_sizes(self)
         check_heads(self, self.d_model, self.n_heads)
 
 
@@ -58,10 +50,13 @@ class BertEncoder(nn.Module):
     :class:`TransformerBlock` s with exact GELU.
 
     Args:
-        config: a :class:`BertConfig`.
+        config: a :class:`BertConfig` (anything else raises ``ValueError``).
 
-    Raises:
-        ValueError: if ``config`` is not a :class:`BertConfig`.
+    Attributes:
+        config, token_embedding (nn.Embedding), position_embedding (LearnedPositionalEmbedding),
+        token_type_embedding (nn.Embedding), embedding_norm (LayerNorm), blocks (nn.ModuleList of
+        TransformerBlock): the names :func:`~transformer_lite.pretrained.minilm.load_minilm` maps
+        the published weights onto.
     """
 
     def __init__(self, config: BertConfig) -> None:

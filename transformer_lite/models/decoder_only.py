@@ -26,14 +26,13 @@ from ..checks import (
     check_heads,
     check_nonnegative_int,
     check_positions,
-    check_positive_int,
     check_token_ids,
     check_type,
     embed,
     owner_name,
     shape_dtype,
 )
-from ..config import Activation, Norm, Positional, check_options
+from ..config import Activation, Norm, Positional, check_options, check_sizes
 from ..nn.blocks import TransformerBlock, make_norm
 from ..nn.positional import (
     LearnedPositionalEmbedding,
@@ -79,10 +78,7 @@ class DecoderOnlyConfig:
     tie_embeddings: bool = True  # the output layer reuses the token-embedding matrix
 
     def __post_init__(self) -> None:
-        for name in ("vocab_size", "max_len", "d_model", "n_heads", "n_layers", "d_ff"):
-            check_positive_int(self, name, getattr(self, name))
-        if self.n_kv_heads is not None:
-            check_positive_int(self, "n_kv_heads", self.n_kv_heads)
+        check_sizes(self)
         check_heads(self, self.d_model, self.n_heads, self.n_kv_heads)
         check_dropout(self, self.dropout)
         check_options(self)
@@ -112,10 +108,14 @@ class DecoderOnlyTransformer(nn.Module):
     without GPT-2's 1/sqrt(N) scaling of the residual layers' weights.
 
     Args:
-        config: a :class:`DecoderOnlyConfig`.
+        config: a :class:`DecoderOnlyConfig` (anything else raises ``ValueError``).
 
-    Raises:
-        ValueError: if ``config`` is not a :class:`DecoderOnlyConfig`.
+    Attributes:
+        config, token_embedding (nn.Embedding), position_embedding (LearnedPositionalEmbedding,
+        SinusoidalPositionalEncoding, or None with rotary positions), embedding_dropout,
+        blocks (nn.ModuleList of TransformerBlock), final_norm (LayerNorm or RMSNorm if pre-norm,
+        else nn.Identity), lm_head (nn.Linear(d_model, vocab_size, bias=False), sharing
+        ``token_embedding.weight`` if ``tie_embeddings``).
     """
 
     def __init__(self, config: DecoderOnlyConfig) -> None:
@@ -141,12 +141,12 @@ class DecoderOnlyTransformer(nn.Module):
                 c.d_model,
                 c.n_heads,
                 c.d_ff,
+                n_kv_heads=c.n_kv_heads,
                 dropout=c.dropout,
                 activation=c.activation,
+                norm=c.norm,
                 norm_first=c.norm_first,
                 eps=c.eps,
-                n_kv_heads=c.n_kv_heads,
-                norm=c.norm,
                 bias=c.bias,
                 rotary=rotary,
             )

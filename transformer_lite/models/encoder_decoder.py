@@ -35,7 +35,7 @@ from ..checks import (
     eval_mode,
     owner_name,
 )
-from ..config import FFActivation, check_options
+from ..config import FFActivation, check_options, check_sizes
 from ..nn.blocks import DecoderBlock, TransformerBlock
 from ..nn.masks import padding_mask
 from ..nn.normalization import LayerNorm
@@ -60,16 +60,16 @@ class _Stack(nn.Module):
 
     def __init__(
         self,
-        n_layers: int,
+        n_layers: int,  # N, the number of blocks
         d_model: int,
         n_heads: int,
         d_ff: int,
         *,
-        dropout: float = 0.0,
+        dropout: float = 0.0,  # this and the next three: the options of every block
         activation: FFActivation = "relu",
         norm_first: bool = False,
         eps: float = 1e-5,
-        final_norm: bool | None = None,
+        final_norm: bool | None = None,  # None: a final LayerNorm if pre-norm
     ) -> None:
         super().__init__()
         check_positive_int(self, "n_layers", n_layers)
@@ -171,11 +171,11 @@ class TransformerDecoder(_Stack):
 
     def forward(
         self,
-        x: Tensor,
-        memory: Tensor,
+        x: Tensor,  # (B, L, D), the target states
+        memory: Tensor,  # (B, S, D), the encoder's output
         *,
-        attn_mask: Tensor | None = None,
-        memory_mask: Tensor | None = None,
+        attn_mask: Tensor | None = None,  # every block's self-attention mask
+        memory_mask: Tensor | None = None,  # every block's cross-attention mask
         is_causal: bool = False,
     ) -> DecoderOutput:
         """Run target states ``x`` ``(B, L, d_model)`` through every block, all attending to ``memory`` ``(B, S, D)``.
@@ -226,17 +226,7 @@ class EncoderDecoderConfig:
     eps: float = 1e-5  # LayerNorm epsilon (nn.LayerNorm's default)
 
     def __post_init__(self) -> None:
-        for name in (
-            "src_vocab_size",
-            "tgt_vocab_size",
-            "d_model",
-            "n_heads",
-            "n_encoder_layers",
-            "n_decoder_layers",
-            "d_ff",
-            "max_len",
-        ):
-            check_positive_int(self, name, getattr(self, name))
+        check_sizes(self)
         check_heads(self, self.d_model, self.n_heads)
         check_dropout(self, self.dropout)
         check_options(self)
@@ -265,14 +255,11 @@ class EncoderDecoderTransformer(nn.Module):
     Hugging Face tokenizers; the opposite of torch's ``*_key_padding_mask``).
 
     Args:
-        config: an :class:`EncoderDecoderConfig`.
+        config: an :class:`EncoderDecoderConfig` (anything else raises ``ValueError``).
 
     Attributes:
         config, src_embed, tgt_embed (nn.Embedding), pos (SinusoidalPositionalEncoding),
         encoder (TransformerEncoder), decoder (TransformerDecoder), out_proj (nn.Linear(d_model, tgt_vocab_size)).
-
-    Raises:
-        ValueError: if ``config`` is not an :class:`EncoderDecoderConfig`.
     """
 
     def __init__(self, config: EncoderDecoderConfig) -> None:
@@ -282,17 +269,12 @@ class EncoderDecoderTransformer(nn.Module):
         self.src_embed = nn.Embedding(c.src_vocab_size, c.d_model)
         self.tgt_embed = nn.Embedding(c.tgt_vocab_size, c.d_model)
         self.pos = SinusoidalPositionalEncoding(c.d_model, c.max_len, dropout=c.dropout)
-        # the two stacks differ in their block and depth only (encoder first: the order of the weights)
-        stack = dict(
-            d_model=c.d_model,
-            n_heads=c.n_heads,
-            d_ff=c.d_ff,
-            dropout=c.dropout,
-            activation=c.activation,
-            norm_first=c.norm_first,
-            eps=c.eps,
-            final_norm=c.final_norm,
-        )
+        # the two stacks differ in their block and depth only, and take the config's fields of
+        # these names as their options (the encoder first: the order of the weights)
+        stack = {
+            name: getattr(c, name)
+            for name in "d_model n_heads d_ff dropout activation norm_first eps final_norm".split()
+        }
         self.encoder = TransformerEncoder(c.n_encoder_layers, **stack)
         self.decoder = TransformerDecoder(c.n_decoder_layers, **stack)
         self.out_proj = nn.Linear(c.d_model, c.tgt_vocab_size)

@@ -15,10 +15,10 @@ from torch import Tensor, nn
 from ..checks import (
     check_dropout,
     check_nonnegative_int,
-    check_positive_sizes,
     check_type,
     embed,
 )
+from ..config import check_sizes
 from ..outputs import Generation, ModelOutput
 from .generation import decode_in_eval
 
@@ -41,9 +41,7 @@ class GRUConfig:
     tie_embeddings: bool = False
 
     def __post_init__(self) -> None:
-        check_positive_sizes(
-            self, vocab_size=self.vocab_size, d_model=self.d_model, n_layers=self.n_layers
-        )
+        check_sizes(self)
         check_dropout(self, self.dropout)
 
     def to_dict(self) -> dict:
@@ -61,14 +59,11 @@ class GRULanguageModel(nn.Module):
     we measured a validation loss of 2.76 instead of 1.77 nats/char after 200 steps.)
 
     Args:
-        config: a :class:`GRUConfig`.
+        config: a :class:`GRUConfig` (anything else raises ``ValueError``).
 
     Attributes:
         config, vocab_size, d_model, n_layers, token_embedding (nn.Embedding), gru (nn.GRU),
         dropout (nn.Dropout), lm_head (nn.Linear(d_model, vocab_size, bias=False)).
-
-    Raises:
-        ValueError: if ``config`` is not a :class:`GRUConfig`.
     """
 
     def __init__(self, config: GRUConfig) -> None:
@@ -116,10 +111,10 @@ class GRULanguageModel(nn.Module):
     @torch.no_grad()
     def generate(
         self,
-        input_ids: Tensor,
-        max_new_tokens: int,
+        input_ids: Tensor,  # (B, L) int64, the prompt
+        max_new_tokens: int,  # >= 0
         *,
-        temperature: float = 1.0,
+        temperature: float = 1.0,  # 0: the arg-max (greedy)
         top_k: int | None = None,
         generator: torch.Generator | None = None,
     ) -> Generation:

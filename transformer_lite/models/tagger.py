@@ -14,7 +14,8 @@ from dataclasses import asdict, dataclass, replace
 from torch import Tensor, nn
 
 from .. import checks
-from ..checks import check_dropout, check_heads, check_positive_int, check_type
+from ..checks import check_dropout, check_heads, check_type
+from ..config import check_sizes
 from ..outputs import ModelOutput
 from .encoder_decoder import TransformerEncoder
 
@@ -39,8 +40,7 @@ class TaggerConfig:
     dropout: float = 0.0  # inside every block (attention weights, hidden units, sublayer outputs)
 
     def __post_init__(self) -> None:
-        for name in ("vocab_size", "n_classes", "n_layers", "d_model", "n_heads", "d_ff"):
-            check_positive_int(self, name, getattr(self, name))
+        check_sizes(self)
         check_heads(self, self.d_model, self.n_heads)
         check_dropout(self, self.dropout)
 
