@@ -274,7 +274,8 @@ class TransformerBlock(nn.Module):
     @classmethod
     def from_torch(cls, layer: nn.TransformerEncoderLayer) -> TransformerBlock:
         """Build a :class:`TransformerBlock` computing the same function as an
-        ``nn.TransformerEncoderLayer`` (:func:`transformer_lite.interop.block_from_torch`).
+        ``nn.TransformerEncoderLayer``: its attention, ``linear1``/``linear2`` (our ``ff``) and two
+        norms copied (:func:`transformer_lite.interop.block_from_torch`).
 
         Raises:
             ValueError: for another layer, or one with another activation or ``bias=False``.
@@ -396,8 +397,9 @@ class DecoderBlock(nn.Module):
 
     @classmethod
     def from_torch(cls, layer: nn.TransformerDecoderLayer) -> DecoderBlock:
-        """Build a :class:`DecoderBlock` computing the same function as an
-        ``nn.TransformerDecoderLayer`` (:func:`transformer_lite.interop.decoder_block_from_torch`).
+        """Build a :class:`DecoderBlock` computing what an ``nn.TransformerDecoderLayer`` computes;
+        torch's ``multihead_attn`` is our ``cross_attn``
+        (:func:`transformer_lite.interop.decoder_block_from_torch`).
 
         Raises:
             ValueError: for another layer, or one with another activation or ``bias=False``.
