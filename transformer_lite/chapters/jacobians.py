@@ -53,6 +53,8 @@ __all__ = [
 ]
 
 _MATRIX_NORM_ORDERS = {"spectral": 2, "fro": "fro"}
+# a sequence layer or model: (B, L, D) -> (B, L, D'), or a tuple whose first element is that
+SequenceMap = Callable[[Tensor], Tensor | tuple]
 
 
 def _matrix_norm(m: Tensor, norm: str) -> Tensor:
@@ -268,10 +270,7 @@ def gradient_norm_vs_lag(
 
 
 def attention_gradient_norm_vs_lag(
-    layer: Callable[[Tensor], Tensor | tuple],
-    x: Tensor,
-    t: int | None = None,
-    norm: str = "spectral",
+    layer: SequenceMap, x: Tensor, t: int | None = None, norm: str = "spectral"
 ) -> tuple[Tensor, Tensor]:
     """``||dy_t/dx_s||`` for every input position ``s``, for a sequence layer such as self-attention.
 
@@ -332,10 +331,7 @@ def attention_gradient_norm_vs_lag(
 
 
 def input_gradient_norm_vs_lag(
-    model: Callable[[Tensor], Tensor | tuple],
-    x: Tensor,
-    t: int | None = None,
-    norm: str = "spectral",
+    model: SequenceMap, x: Tensor, t: int | None = None, norm: str = "spectral"
 ) -> tuple[Tensor, Tensor]:
     """``||dy_t/dx_{t-k}||`` for every lag ``k = 0 .. t``, input to output, for any causal sequence model.
 
