@@ -65,11 +65,11 @@ class _Stack(nn.Module):
         n_heads: int,
         d_ff: int,
         *,
-        dropout: float = 0.0,  # this and the next three: the options of every block
+        dropout: float = 0.0,  # dropout, activation, norm_first, eps: passed to every block
         activation: FFActivation = "relu",
         norm_first: bool = False,
         eps: float = 1e-5,
-        final_norm: bool | None = None,  # None: a final LayerNorm if pre-norm
+        final_norm: bool | None = None,  # a LayerNorm after the last block (None: if pre-norm)
     ) -> None:
         super().__init__()
         check_positive_int(self, "n_layers", n_layers)
@@ -86,7 +86,7 @@ class _Stack(nn.Module):
             for _ in range(n_layers)
         )
         self.norm_first = norm_first
-        use_norm = norm_first if final_norm is None else final_norm  # None: if pre-norm
+        use_norm = norm_first if final_norm is None else final_norm
         self.norm = LayerNorm(d_model, eps=eps) if use_norm else None
 
     @classmethod
@@ -321,7 +321,7 @@ class EncoderDecoderTransformer(nn.Module):
         self,
         tgt_ids: Tensor,
         memory: Tensor,
-        src_padding: Tensor | None = None,
+        src_padding: Tensor | None = None,  # the source's padding: hides memory positions
         tgt_padding: Tensor | None = None,
     ) -> DecoderOutput:
         """Decode the target prefix ``tgt_ids`` against ``memory`` (causal self-attention).

@@ -218,7 +218,7 @@ class MultiHeadAttention(nn.Module):
     def forward(
         self,
         query: Tensor,
-        key: Tensor | None = None,
+        key: Tensor | None = None,  # key and value None: self-attention
         value: Tensor | None = None,
         *,
         attn_mask: Tensor | None = None,

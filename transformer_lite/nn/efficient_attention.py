@@ -35,7 +35,7 @@ __all__ = ["memory_efficient_attention"]
 
 
 def memory_efficient_attention(
-    query: Tensor,
+    query: Tensor,  # query .. is_causal: the arguments of scaled_dot_product_attention
     key: Tensor,
     value: Tensor,
     attn_mask: Tensor | None = None,
