@@ -4,7 +4,9 @@ Every model of the package generates through :func:`decode`: the decoder-only tr
 (with or without its key/value cache), the GRU language model (carrying its state) and the
 encoder-decoder's :func:`~transformer_lite.models.encoder_decoder.greedy_decode`. A model
 hands the loop a ``step`` function that maps the tokens to feed to the next-token logits;
-what a step remembers (a cache, a state, the prefix) is the step's business.
+what a step remembers (a cache, a state, the prefix) is the step's business. The two language
+models' ``generate`` call it through :func:`decode_in_eval` (eval mode, and the empty logits of
+a call that asks for no token).
 """
 
 from __future__ import annotations

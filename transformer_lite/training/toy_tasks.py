@@ -435,8 +435,9 @@ def train_delayed_recall(
 
     Every step draws a new batch (so there is no fixed training set to memorise); the loop is
     :func:`train_last_position` (the cross-entropy of the logits at the *last* position
-    against the answer, Adam, gradients clipped to global norm 1). The evaluation uses ``n_eval`` sequences from a separate generator
-    (seed ``seed + 10_000``) and the model in eval mode. With ``max_prefix = P > 0`` every
+    against the answer, Adam, gradients clipped to global norm 1). The evaluation uses
+    ``n_eval`` sequences from a separate generator (seed ``seed + 10_000``) and the model in
+    eval mode. With ``max_prefix = P > 0`` every
     training batch has its own random length, and the evaluation covers every length
     ``lag + 1 .. lag + 1 + P`` with (nearly) equal counts (:func:`delayed_recall_eval_lengths`),
     so the accuracy is an average over all absolute positions of the answer.
