@@ -1,6 +1,6 @@
 """Fixtures of the browser tests: the book (built once per session by ``site`` in ``tests/conftest.py``)
 served on 127.0.0.1, and headless Chromium;
-and ``Visit``, one page opened with every request and console message recorded (shared by
+``wait_until``, a condition waited for instead of a fixed sleep; and ``Visit``, one page opened with every request and console message recorded (shared by
 ``test_site.py`` and ``test_live.py``: ``from tests.book.browser.conftest import SHOTS, Visit``), and
 ``site_pages``, every page of the built site.
 """
@@ -59,6 +59,17 @@ def browser():
         )
         yield b
         b.close()
+
+
+def wait_until(page, condition: str, arg=None, timeout_ms: float = 500) -> None:
+    """Wait until the JavaScript ``condition`` (a function of ``arg``) holds, at most ``timeout_ms``:
+    the fixed wait it replaces. The check that follows reports it if it never does."""
+    from playwright.sync_api import TimeoutError
+
+    try:
+        page.wait_for_function(condition, arg=arg, timeout=timeout_ms)
+    except TimeoutError:
+        pass
 
 
 def site_pages(site: Path) -> list[str]:

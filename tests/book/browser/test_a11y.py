@@ -25,7 +25,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.book.browser.conftest import ROOT, SHOTS, Visit, site_pages
+from tests.book.browser.conftest import ROOT, SHOTS, Visit, site_pages, wait_until
 
 if os.environ.get("CI"):  # under CI a missing browser stack fails the run instead of skipping it
     import playwright.sync_api as playwright_api  # noqa: F401
@@ -79,15 +79,6 @@ def _finish_transitions(page) -> None:
             .filter(a => a.effect && a.effect.getComputedTiming().endTime !== Infinity)
             .forEach(a => a.finish())"""
     )
-
-
-def _wait_until(page, condition: str, arg=None, timeout_ms: float = 500) -> None:
-    """Wait until the JavaScript ``condition`` holds, at most ``timeout_ms`` (the fixed wait it
-    replaces); the check that follows reports it if it never does."""
-    try:
-        page.wait_for_function(condition, arg=arg, timeout=timeout_ms)
-    except playwright_api.TimeoutError:
-        pass
 
 
 def _set_mode(page, mode: str) -> None:
@@ -187,7 +178,7 @@ def _keyboard_walk(page, name: str, problems: list[str]) -> int:
         if focused["kind"] and focused["kind"] not in checked:
             checked.add(focused["kind"])
             # the buttons fade in (0.3 s transitions): shown within FADE_MS
-            _wait_until(
+            wait_until(
                 page,
                 f"() => {{ const f = ({FOCUSED})(); return !!f && f.opacity >= 1 && f.outline >= 2; }}",
                 timeout_ms=FADE_MS,
@@ -240,7 +231,7 @@ def readers(site, server, browser) -> dict:
             for mode in MODES:
                 _set_mode(page, mode)
                 if figures and mode == "dark":
-                    _wait_until(page, FIGURES_DARK, timeout_ms=RESTYLE_MS)
+                    wait_until(page, FIGURES_DARK, timeout_ms=RESTYLE_MS)
                 if AXE.is_file() and (violations := _axe_violations(page, AXE)):
                     found["axe"][f"{name} ({mode})"] = violations
                 if figures and mode == "dark":
@@ -248,7 +239,7 @@ def readers(site, server, browser) -> dict:
             if not figures:
                 continue
             _set_mode(page, "light")
-            _wait_until(page, FIGURES_AS, arg=light, timeout_ms=RESTYLE_MS)
+            wait_until(page, FIGURES_AS, arg=light, timeout_ms=RESTYLE_MS)
             found["figures_seen"] += _figure_colours(page, name, "light", found["figures"])
             if page.evaluate(FIGURE_COLOURS) != light:
                 found["figures"].append(
@@ -262,9 +253,9 @@ def readers(site, server, browser) -> dict:
                 for mode in MODES:
                     _set_mode(page, mode)
                     if mode == "dark":
-                        _wait_until(page, FIGURES_DARK, timeout_ms=RESTYLE_MS)
+                        wait_until(page, FIGURES_DARK, timeout_ms=RESTYLE_MS)
                     else:
-                        _wait_until(page, FIGURES_AS, arg=light, timeout_ms=RESTYLE_MS)
+                        wait_until(page, FIGURES_AS, arg=light, timeout_ms=RESTYLE_MS)
                     figure.screenshot(path=str(SHOTS / f"a11y_plotly_{mode}.png"))
     return found
 
