@@ -144,7 +144,9 @@ def test_the_solutions_pass_every_test_cell_on_their_own(course, chapter):
     """The exported section runs without the rest of the chapter: the set-up cell's imports suffice,
     and with the solutions every test cell passes (nbgrader would give full points)."""
     nb = nbformat.read(course / "source" / chapter.stem / chapter.name, as_version=4)
-    NotebookClient(nb, timeout=600, kernel_name="python3", allow_errors=True).execute()
+    NotebookClient(
+        nb, timeout=600, kernel_name="python3", allow_errors=True, shutdown_kernel="immediate"
+    ).execute()
     errors = [
         (c.source.splitlines()[-1], o.get("evalue", ""))
         for c in nb.cells
@@ -193,7 +195,8 @@ def test_nbgrader_generates_and_autogrades_the_exported_course(tmp_path):
         folder = course / "submitted" / student / CHEAP
         folder.mkdir(parents=True)
         (folder / notebook).write_text(text)
-        _nbgrader(course, "autograde", CHEAP, "--student", student, "--create")
+    # every submitted student at once (each notebook still in a kernel of its own), as a teacher runs it
+    _nbgrader(course, "autograde", CHEAP, "--create")
 
     with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gb:
         scores = {s: gb.find_submission(CHEAP, s).score for s in submissions}

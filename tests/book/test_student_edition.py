@@ -121,6 +121,7 @@ def test_student_notebook_has_no_solution_and_runs(path, tmp_path):
         timeout=600,
         kernel_name="python3",
         resources={"metadata": {"path": str(ROOT / "notebooks")}},
+        shutdown_kernel="immediate",  # its outputs are all in; no need to wait for a clean exit
     ).execute()
     outputs = [o for c in student.cells if c.cell_type == "code" for o in c.outputs]
     errors = [o for o in outputs if o.output_type == "error"]

@@ -1,6 +1,6 @@
 """Fixtures of the browser tests: the book (built once per session by ``site`` in ``tests/conftest.py``)
 served on 127.0.0.1, and headless Chromium;
-and ``Visit``, one page opened with every request and console message recorded (shared by
+``wait_until``, a condition waited for instead of a fixed sleep; and ``Visit``, one page opened with every request and console message recorded (shared by
 ``test_site.py`` and ``test_live.py``: ``from tests.book.browser.conftest import SHOTS, Visit``), and
 ``site_pages``, every page of the built site.
 """
@@ -12,6 +12,7 @@ import http.server
 import os
 import shutil
 import threading
+import time
 from pathlib import Path
 from urllib.parse import urlparse
 
@@ -21,6 +22,7 @@ ROOT = Path(__file__).resolve().parents[3]
 
 SHOTS = ROOT / "artifacts" / "screenshots"
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+SETTLE_S = 15  # at most this long for the requests still in flight after a page's load event
 
 
 @pytest.fixture(scope="session")
@@ -59,6 +61,17 @@ def browser():
         b.close()
 
 
+def wait_until(page, condition: str, arg=None, timeout_ms: float = 500) -> None:
+    """Wait until the JavaScript ``condition`` (a function of ``arg``) holds, at most ``timeout_ms``:
+    the fixed wait it replaces. The check that follows reports it if it never does."""
+    from playwright.sync_api import TimeoutError
+
+    try:
+        page.wait_for_function(condition, arg=arg, timeout=timeout_ms)
+    except TimeoutError:
+        pass
+
+
 def site_pages(site: Path) -> list[str]:
     """Every page of the built site, as paths relative to it (without ``_static``, ``_sources`` etc.)."""
     return sorted(
@@ -93,8 +106,30 @@ class Visit:
         self.page.route("**/*", route)
         self.page.on("console", lambda m: self.errors.append(m.text) if m.type == "error" else None)
         self.page.on("pageerror", lambda e: self.errors.append(str(e)))
+        in_flight = set()  # requests asked for and not yet answered (or aborted)
+        self.page.on("request", lambda r: in_flight.add(r))
+        self.page.on("requestfinished", lambda r: in_flight.discard(r))
+        self.page.on("requestfailed", lambda r: in_flight.discard(r))
         self.page.goto(url, wait_until="load")
-        self.page.wait_for_load_state("networkidle")
+        # Settled when no request is in flight and the web fonts have loaded (after the load event
+        # these pages ask only for the favicon). This replaces Playwright's "networkidle", which
+        # waits for 500 ms without a request: half a second per page, on about 90 page loads. A page
+        # that redirects (index.html: a meta refresh, which navigates just after its load event)
+        # still waits for "networkidle", which covers the next page's load.
+        from playwright.sync_api import Error
+
+        try:
+            redirects = self.page.evaluate(
+                "() => !!document.querySelector('meta[http-equiv=refresh]')"
+            )
+        except Error:  # the page went away: it is navigating already
+            redirects = True
+        if redirects:
+            self.page.wait_for_load_state("networkidle")
+        deadline = time.monotonic() + SETTLE_S
+        while in_flight and time.monotonic() < deadline:
+            self.page.wait_for_timeout(10)  # the events are delivered meanwhile
+        self.page.evaluate("() => document.fonts.ready.then(() => true)")
         # MathJax (loaded only on pages with math) typesets after load; wait until it says it is done.
         if self.page.evaluate("() => !!document.querySelector('script[src*=mathjax]')"):
             self.page.wait_for_function(

@@ -11,6 +11,11 @@ fails the test and is listed with the elements it was found on.
 
 A first test makes sure the oracle can fail: on a page with a link of contrast 1.5:1 and an
 image without alt text added, axe must report ``color-contrast`` and ``image-alt``.
+
+Loading a chapter (MathJax, every figure drawn) is the dearest step, so each page is opened once
+(the module fixture ``readers``) and the three readers of this file take turns on it: the keyboard
+walk on the page as it loads, then axe with every solution open, in light and in dark mode, and the
+figures' colours as the mode switches and back. Each test asserts its own findings.
 """
 
 from __future__ import annotations
@@ -20,7 +25,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.book.browser.conftest import ROOT, SHOTS, Visit, site_pages
+from tests.book.browser.conftest import ROOT, SHOTS, Visit, site_pages, wait_until
 
 if os.environ.get("CI"):  # under CI a missing browser stack fails the run instead of skipping it
     import playwright.sync_api as playwright_api  # noqa: F401
@@ -65,11 +70,22 @@ def _axe_violations(page, axe_js: Path) -> list[str]:
     ]
 
 
+def _finish_transitions(page) -> None:
+    """Jump every running CSS transition and animation (but endless ones) to its end: the theme's
+    colours take 150 ms, an opened solution fades in for 300 ms (a transition in an admonition, an
+    animation in a <details>), so that contrast is measured on what a reader sees once they have run."""
+    page.evaluate(
+        """() => document.getAnimations()
+            .filter(a => a.effect && a.effect.getComputedTiming().endTime !== Infinity)
+            .forEach(a => a.finish())"""
+    )
+
+
 def _set_mode(page, mode: str) -> None:
     """The reader's system colour scheme; the theme (default_mode: auto) follows it."""
     page.emulate_media(color_scheme=mode)
     page.wait_for_function("m => document.documentElement.dataset.theme === m", arg=mode)
-    page.wait_for_timeout(200)  # let CSS transitions of colours finish before contrast is measured
+    _finish_transitions(page)
 
 
 def _open_solutions(page) -> None:
@@ -80,7 +96,7 @@ def _open_solutions(page) -> None:
             document.querySelectorAll('details:not([open])').forEach(d => { d.open = true; });
         }"""
     )
-    page.wait_for_timeout(300)
+    _finish_transitions(page)
 
 
 def test_axe_reports_a_planted_violation(server, browser, axe_js):
@@ -96,22 +112,6 @@ def test_axe_reports_a_planted_violation(server, browser, axe_js):
         )
         found = " ".join(_axe_violations(visit.page, axe_js))
     assert "color-contrast" in found and "image-alt" in found, found
-
-
-def test_every_page_has_no_axe_violations_in_light_and_dark_mode(site, server, browser, axe_js):
-    # index.html only redirects to intro.html (meta refresh), which is checked itself
-    names = [n for n in site_pages(site) if n != "index.html"]
-    assert {"intro.html", "bibliography.html", "notebooks/02_causal_masks.html"} <= set(names)
-    problems = {}
-    for name in names:
-        with Visit.served(server, browser, name) as visit:
-            visit.page.evaluate(DRAW_ALL)
-            _open_solutions(visit.page)
-            for mode in MODES:
-                _set_mode(visit.page, mode)
-                if found := _axe_violations(visit.page, axe_js):
-                    problems[f"{name} ({mode})"] = found
-    assert problems == {}, "\n".join(f"{k}:\n  " + "\n  ".join(v) for k, v in problems.items())
 
 
 # Colours of each plotly figure as drawn, normalised by a canvas to "#rrggbb", with the contrast of
@@ -138,49 +138,6 @@ FIGURE_COLOURS = """() => {
 }"""
 
 
-def test_plotly_figures_follow_dark_mode_and_back(site, server, browser):
-    """In dark mode every figure's paper and plot area take the page's background, text stands out by
-    at least 4.5:1 and every line by 3:1 (book/_ext/plotly_theme.js); back in light mode the stored
-    figure is restored exactly (white, text #2a3f5f, the lines' own colours). Screenshots of chapter 4's figure in both modes go to artifacts/screenshots/."""
-    chapters = [n for n in site_pages(site) if n.startswith("notebooks/")]
-    problems, seen = [], 0
-    for name in chapters:
-        with Visit.served(server, browser, name) as visit:
-            page = visit.page
-            if not page.locator("main .plotly-graph-div").count():
-                continue
-            page.evaluate(DRAW_ALL)
-            light = page.evaluate(FIGURE_COLOURS)
-            for mode in ("dark", "light"):
-                _set_mode(page, mode)
-                page.wait_for_timeout(300)  # Plotly.relayout runs on the theme's attribute change
-                for fig in page.evaluate(FIGURE_COLOURS):
-                    seen += 1
-                    where = f"{name} #{fig['id']} ({mode})"
-                    if mode == "dark" and not fig["paper"] == fig["plot"] == fig["page"]:
-                        problems.append(f"{where}: background {fig['paper']}, page {fig['page']}")
-                    # lines in light mode are the stored figure's own (not restyled here)
-                    if fig["text"] < 4.5 or (mode == "dark" and fig["lines"] < 3):
-                        problems.append(
-                            f"{where}: text {fig['text']:.2f}:1, lines {fig['lines']:.2f}:1"
-                        )
-            if page.evaluate(FIGURE_COLOURS) != light:
-                problems.append(
-                    f"{name}: back in light mode the figures differ from the stored ones"
-                )
-            if visit.errors:
-                problems.append(f"{name}: console errors {visit.errors}")
-            if name.startswith("notebooks/04_"):
-                figure = page.locator("main .plotly-graph-div").first
-                SHOTS.mkdir(parents=True, exist_ok=True)
-                for mode in MODES:
-                    _set_mode(page, mode)
-                    page.wait_for_timeout(300)
-                    figure.screenshot(path=str(SHOTS / f"a11y_plotly_{mode}.png"))
-    assert seen >= 20, f"only {seen} figure checks: were the chapters' plotly figures found?"
-    assert problems == [], "\n".join(problems)
-
-
 # One Tab press: the focused element's tag and class, whether it is a formula, and (for the
 # buttons whose focus ring book/_static/a11y.css draws) the ring and the element's opacity.
 FOCUSED = """() => {
@@ -199,36 +156,138 @@ FOCUSED = """() => {
 }"""
 
 
-def test_keyboard_walk_skips_formulas_and_shows_focus(site, server, browser):
+# Within the fixed waits these replace (in ms), the figures are restyled for the mode
+# (book/_ext/plotly_theme.js calls Plotly.relayout when the theme's attribute changes)
+FIGURES_DARK = f"""() => ({FIGURE_COLOURS})().every(f => f.paper === f.page && f.plot === f.page)"""
+FIGURES_AS = f"""light => JSON.stringify(({FIGURE_COLOURS})()) === JSON.stringify(light)"""
+RESTYLE_MS, FADE_MS = 500, 400
+
+
+def _keyboard_walk(page, name: str, problems: list[str]) -> int:
+    """Tab through the page from its top (see the walk's test); returns the number of stops."""
+    stops, checked = [], set()
+    for _ in range(600):
+        page.keyboard.press("Tab")
+        focused = page.evaluate(FOCUSED)
+        if focused is None or (stops and focused["stop"] == stops[0]):
+            break  # left the page, or back at the first stop
+        stops.append(focused["stop"])
+        if focused["formula"]:
+            problems.append(f"{name}: a formula is a Tab stop (stop {len(stops)})")
+            break
+        if focused["kind"] and focused["kind"] not in checked:
+            checked.add(focused["kind"])
+            # the buttons fade in (0.3 s transitions): shown within FADE_MS
+            wait_until(
+                page,
+                f"() => {{ const f = ({FOCUSED})(); return !!f && f.opacity >= 1 && f.outline >= 2; }}",
+                timeout_ms=FADE_MS,
+            )
+            shown = page.evaluate(FOCUSED)
+            if shown["opacity"] < 1 or shown["outline"] < 2:
+                problems.append(f"{name}: focused {focused['kind']} button {shown}")
+    if "copy" not in checked:
+        problems.append(f"{name}: the walk reached no copy button")
+    return len(stops)
+
+
+def _figure_colours(page, name: str, mode: str, problems: list[str]) -> int:
+    """The figures' colours in ``mode`` (see the dark-mode test); returns the number of figures checked."""
+    figures = page.evaluate(FIGURE_COLOURS)
+    for fig in figures:
+        where = f"{name} #{fig['id']} ({mode})"
+        if mode == "dark" and not fig["paper"] == fig["plot"] == fig["page"]:
+            problems.append(f"{where}: background {fig['paper']}, page {fig['page']}")
+        # lines in light mode are the stored figure's own (not restyled here)
+        if fig["text"] < 4.5 or (mode == "dark" and fig["lines"] < 3):
+            problems.append(f"{where}: text {fig['text']:.2f}:1, lines {fig['lines']:.2f}:1")
+    return len(figures)
+
+
+@pytest.fixture(scope="module")
+def readers(site, server, browser) -> dict:
+    """Every page opened once, and each reader's findings on it (the tests below assert them):
+    ``axe`` page (mode) -> violations; ``figures`` problems and ``figures_seen``; ``walk`` problems
+    and ``stops`` per chapter. On each page, in this order: every figure drawn; a chapter's figure
+    colours as stored and its keyboard walk (solutions closed, as a reader finds the page); then
+    every solution opened and axe run in light mode, the mode switched to dark, the figures checked
+    there and axe run again, and for a chapter with figures, light mode again: the figures checked
+    and compared with the stored ones."""
+    found = {"axe": {}, "figures": [], "figures_seen": 0, "walk": [], "stops": {}, "pages": []}
+    # index.html only redirects to intro.html (meta refresh), which is checked itself
+    for name in [n for n in site_pages(site) if n != "index.html"]:
+        found["pages"].append(name)
+        chapter = name.startswith("notebooks/")
+        with Visit.served(server, browser, name) as visit:
+            page = visit.page
+            page.evaluate(DRAW_ALL)
+            figures = chapter and page.locator("main .plotly-graph-div").count() > 0
+            light = page.evaluate(FIGURE_COLOURS) if figures else None
+            if chapter:
+                found["stops"][name] = _keyboard_walk(page, name, found["walk"])
+                page.evaluate("() => { document.activeElement?.blur(); window.scrollTo(0, 0); }")
+                _finish_transitions(page)
+            _open_solutions(page)
+            for mode in MODES:
+                _set_mode(page, mode)
+                if figures and mode == "dark":
+                    wait_until(page, FIGURES_DARK, timeout_ms=RESTYLE_MS)
+                if AXE.is_file() and (violations := _axe_violations(page, AXE)):
+                    found["axe"][f"{name} ({mode})"] = violations
+                if figures and mode == "dark":
+                    found["figures_seen"] += _figure_colours(page, name, mode, found["figures"])
+            if not figures:
+                continue
+            _set_mode(page, "light")
+            wait_until(page, FIGURES_AS, arg=light, timeout_ms=RESTYLE_MS)
+            found["figures_seen"] += _figure_colours(page, name, "light", found["figures"])
+            if page.evaluate(FIGURE_COLOURS) != light:
+                found["figures"].append(
+                    f"{name}: back in light mode the figures differ from the stored ones"
+                )
+            if visit.errors:
+                found["figures"].append(f"{name}: console errors {visit.errors}")
+            if name.startswith("notebooks/04_"):
+                figure = page.locator("main .plotly-graph-div").first
+                SHOTS.mkdir(parents=True, exist_ok=True)
+                for mode in MODES:
+                    _set_mode(page, mode)
+                    if mode == "dark":
+                        wait_until(page, FIGURES_DARK, timeout_ms=RESTYLE_MS)
+                    else:
+                        wait_until(page, FIGURES_AS, arg=light, timeout_ms=RESTYLE_MS)
+                    figure.screenshot(path=str(SHOTS / f"a11y_plotly_{mode}.png"))
+    return found
+
+
+def test_every_page_has_no_axe_violations_in_light_and_dark_mode(site, axe_js, readers):
+    """Every page but index.html (it only redirects), with every solution open, in both modes."""
+    names = [n for n in site_pages(site) if n != "index.html"]
+    assert {"intro.html", "bibliography.html", "notebooks/02_causal_masks.html"} <= set(names)
+    assert readers["pages"] == names
+    problems = readers["axe"]
+    assert problems == {}, "\n".join(f"{k}:\n  " + "\n  ".join(v) for k, v in problems.items())
+
+
+def test_plotly_figures_follow_dark_mode_and_back(site, readers):
+    """In dark mode every figure's paper and plot area take the page's background, text stands out by
+    at least 4.5:1 and every line by 3:1 (book/_ext/plotly_theme.js); back in light mode the stored
+    figure is restored exactly (white, text #2a3f5f, the lines' own colours). Screenshots of chapter 4's figure in both modes go to artifacts/screenshots/."""
+    chapters = [n for n in site_pages(site) if n.startswith("notebooks/")]
+    assert set(chapters) <= set(readers["pages"])
+    seen, problems = readers["figures_seen"], readers["figures"]
+    assert seen >= 20, f"only {seen} figure checks: were the chapters' plotly figures found?"
+    assert problems == [], "\n".join(problems)
+
+
+def test_keyboard_walk_skips_formulas_and_shows_focus(site, readers):
     """Tab through every chapter once: no MathJax formula is a stop (book/_config.yml sets MathJax's
     inTabOrder off; they were 32 to 216 stops per chapter, e.g. chapter 1 223 stops -> 107; a wide
     display formula that scrolls in its own box stays reachable, to be scrolled), and the
     first copy button and first plotly toolbar button reached are visible (opacity 1) with a ring of
     at least 2 px (they had none, or 1 px black)."""
-    problems, walked = [], {}
-    for name in [n for n in site_pages(site) if n.startswith("notebooks/")]:
-        with Visit.served(server, browser, name) as visit:
-            page, stops, checked = visit.page, [], set()
-            page.evaluate(
-                DRAW_ALL
-            )  # so the walk reaches the figures' toolbars and keyboard controls
-            for _ in range(600):
-                page.keyboard.press("Tab")
-                focused = page.evaluate(FOCUSED)
-                if focused is None or (stops and focused["stop"] == stops[0]):
-                    break  # left the page, or back at the first stop
-                stops.append(focused["stop"])
-                if focused["formula"]:
-                    problems.append(f"{name}: a formula is a Tab stop (stop {len(stops)})")
-                    break
-                if focused["kind"] and focused["kind"] not in checked:
-                    checked.add(focused["kind"])
-                    page.wait_for_timeout(400)  # the buttons fade in (0.3 s transitions)
-                    shown = page.evaluate(FOCUSED)
-                    if shown["opacity"] < 1 or shown["outline"] < 2:
-                        problems.append(f"{name}: focused {focused['kind']} button {shown}")
-            walked[name] = len(stops)
-            if "copy" not in checked:
-                problems.append(f"{name}: the walk reached no copy button")
+    chapters = [n for n in site_pages(site) if n.startswith("notebooks/")]
+    problems, walked = readers["walk"], readers["stops"]
+    assert list(walked) == chapters
     assert problems == [], "\n".join(problems) + f"\nTab stops: {walked}"
     print("Tab stops per chapter:", walked)

@@ -132,6 +132,25 @@ OVERLAPS = """() => [...document.querySelectorAll('.js-plotly-plot')].map(gd => 
 })"""
 
 
+# OVERLAPS once the figures' layout has settled: the web fonts loaded, then measured every other
+# animation frame until two measurements agree (at most 500 ms, the fixed wait this replaces; the
+# phone layout, book/_ext/plotly_phone.js, is done when drawAll's promise resolves).
+SETTLED_OVERLAPS = f"""async () => {{
+  const measure = {OVERLAPS};
+  await document.fonts.ready;
+  const frame = () => new Promise(r => requestAnimationFrame(() => r()));
+  const start = performance.now();
+  let last = JSON.stringify(measure());
+  while (performance.now() - start < 500) {{
+    await frame(); await frame();
+    const now = JSON.stringify(measure());
+    if (now === last) break;
+    last = now;
+  }}
+  return JSON.parse(last);
+}}"""
+
+
 def test_plotly_figures_fit_a_phone_and_keep_their_layout_on_a_laptop(site, server, browser):
     chapters = [
         n
@@ -150,8 +169,7 @@ def test_plotly_figures_fit_a_phone_and_keep_their_layout_on_a_laptop(site, serv
         for name in chapters:
             page.goto(f"{server}/{name}", wait_until="load")
             page.evaluate(DRAW_ALL)
-            page.wait_for_timeout(500)
-            for fig in page.evaluate(OVERLAPS):
+            for fig in page.evaluate(SETTLED_OVERLAPS):
                 where = f"{name} #{fig['id']} ({'phone' if phone else 'laptop'})"
                 if phone:
                     problems += [f"{where}: {f}" for f in fig["found"]]

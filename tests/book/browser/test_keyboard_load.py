@@ -18,10 +18,14 @@ from __future__ import annotations
 import json
 import re
 
-from tests.book.browser.conftest import SHOTS, Visit, site_pages
+from tests.book.browser.conftest import SHOTS, Visit, site_pages, wait_until
 
 # draw every figure of the page now (they are drawn as the reader nears them)
 DRAW_ALL = "() => window.tlPlotly ? tlPlotly.drawAll().then(() => true) : true"
+# the figure's plotted values (as _values reads them) differ from ``before``
+CHANGED = """([id, before]) => JSON.stringify(document.getElementById(id).data
+    .map(t => [t.x, t.y, t.z, t.text])) !== before"""
+STEP_MS = 400  # plotly has redrawn within this, after a key press
 
 
 def _chapters(site) -> list[str]:
@@ -84,7 +88,13 @@ def test_one_slider_per_chapter_works_from_the_keyboard(site, server, browser):
                              outline: s.outlineStyle === 'none' ? 0 : parseFloat(s.outlineWidth)}}; }}"""
             )
             page.keyboard.press("End")
-            page.wait_for_timeout(400)
+            wait_until(
+                page,
+                f"""([id, before]) => ({CHANGED})([id, before])
+                    && document.getElementById(id).layout.sliders[0].active === {steps - 1}""",
+                [div_id, before],
+                STEP_MS,
+            )
             after = _values(page, div_id)
             state = page.evaluate(
                 """id => { const gd = document.getElementById(id);
@@ -117,7 +127,7 @@ def test_one_slider_per_chapter_works_from_the_keyboard(site, server, browser):
                 )
                 button.focus()
                 page.keyboard.press("Enter")
-                page.wait_for_timeout(400)
+                wait_until(page, CHANGED, [menu_fig, before_menu], STEP_MS)
                 if _values(page, menu_fig) == before_menu:
                     found.append("Enter on the menu's 'no mask' button did not change the figure")
                 if button.get_attribute("aria-pressed") != "true":
@@ -141,8 +151,8 @@ def test_the_mouse_on_plotlys_slider_moves_the_keyboard_control(server, browser)
         page.wait_for_selector("#attention-layers .slider-rail-touch-rect")
         rail = fig.locator(".slider-rail-touch-rect").bounding_box()
         page.mouse.click(rail["x"] + rail["width"] - 2, rail["y"] + rail["height"] / 2)
-        page.wait_for_timeout(300)
         native = fig.locator("xpath=ancestor::*[@role='figure'][1]").locator("input[type=range]")
+        wait_until(page, "e => e.value === '5'", native.element_handle(), 300)
         assert native.input_value() == "5"
         assert native.get_attribute("aria-valuetext") == "layer 5"
 

@@ -21,7 +21,7 @@ import pytest
 import torch
 
 import transformer_lite as tl
-from tests.book.browser.conftest import SHOTS, Visit, site_pages
+from tests.book.browser.conftest import SHOTS, Visit, site_pages, wait_until
 
 ROOT = Path(__file__).resolve().parents[3]
 TOL = 1e-4
@@ -137,7 +137,12 @@ def test_minilm_in_the_page_equals_the_package(server, browser, site, minilm):
             np.testing.assert_allclose(z, A[0, 2], rtol=0, atol=TOL)
         box.locator("select[aria-label=layer]").select_option("4")
         box.locator("select[aria-label=head]").select_option("7")
-        page.wait_for_timeout(300)
+        wait_until(  # redrawn, within 300 ms
+            page,
+            f"() => (document.querySelector('#{plot_id} .gtitle')?.textContent || '')"
+            ".includes('Layer 4, head 7')",
+            timeout_ms=300,
+        )
         z = np.asarray(page.evaluate(f"() => document.getElementById('{plot_id}').data[0].z"))
         np.testing.assert_allclose(z, A[4, 7], rtol=0, atol=TOL)
         assert "Layer 4, head 7" in box.locator(".tl-live-plot .gtitle").text_content()

@@ -20,7 +20,7 @@ import os
 
 import pytest
 
-from tests.book.browser.conftest import SHOTS, Visit, site_pages
+from tests.book.browser.conftest import SHOTS, Visit, site_pages, wait_until
 
 if os.environ.get("CI"):  # under CI a missing browser stack fails the run instead of skipping it
     import playwright.sync_api as playwright_api
@@ -97,6 +97,16 @@ def _z(page, div_id: str, key: str = "z"):
     )
 
 
+def _redrawn(page, div_id: str, before: str, key: str = "z") -> None:
+    """Let plotly redraw: wait until the plotted values differ from ``before``, at most 300 ms."""
+    wait_until(
+        page,
+        f"b => JSON.stringify(document.getElementById('{div_id}').data.map(t => t.{key})) !== b",
+        before,
+        300,
+    )
+
+
 def _move_slider(page, div_id: str, at_end: bool, key: str = "z"):
     """Click the first slider of the plotly figure ``div_id`` at its last (``at_end``) or first step.
 
@@ -109,7 +119,7 @@ def _move_slider(page, div_id: str, at_end: bool, key: str = "z"):
     rail = fig.locator(".slider-rail-touch-rect").bounding_box()
     x = rail["x"] + rail["width"] - 2 if at_end else rail["x"] + 2
     page.mouse.click(x, rail["y"] + rail["height"] / 2)
-    page.wait_for_timeout(300)  # let plotly redraw
+    _redrawn(page, div_id, before, key)
     return fig, before, _z(page, div_id, key)
 
 
@@ -136,7 +146,7 @@ def test_mask_slider_and_menu_change_the_figures(server, browser):
         before = _z(page, "mask-variants")
         menu.locator(".updatemenu-header-group").click()
         menu.locator(".updatemenu-item-text", has_text="no mask").click()
-        page.wait_for_timeout(300)
+        _redrawn(page, "mask-variants", before)
         assert _z(page, "mask-variants") != before, (
             "choosing another mask did not change the figure"
         )
