@@ -313,8 +313,9 @@ def test_grade_book_of_synthetic_submissions(tmp_path):
     (subs / "edits_checks" / "notes.txt").write_text("not a notebook")
     before = digest(subs)
 
-    # the time limit is what the loop costs; every other notebook's cells take under a second
-    _grader()["main"]([str(subs), "--output", str(out), "--time-limit", "10"])
+    # the time limit is what the loop costs; every other notebook's cells take under a second, but
+    # a busy machine (the other test worker) may slow them several times
+    _grader()["main"]([str(subs), "--output", str(out), "--time-limit", "20"])
 
     assert teacher.read_text() == "the teacher's notes\n"
     assert digest(subs) == before
