@@ -40,7 +40,7 @@ book: install
 
 # For authors: re-execute the chapters and store their outputs (in place), after changing a chapter
 # or the package. Then `make test` checks them. One chapter: make execute NOTEBOOKS=notebooks/02_causal_masks.ipynb
-# Training runs of chapters 5, 6 and 8 are stored in checkpoints/ and checked, not redone
+# Training runs of chapters 4, 5, 6 and 8 are stored in checkpoints/ and checked, not redone
 # (transformer_lite/training/stored.py); to train them all again: make execute TL_RETRAIN=1
 NOTEBOOKS ?= $(sort $(wildcard notebooks/*.ipynb))
 execute:

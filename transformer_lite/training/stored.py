@@ -71,8 +71,8 @@ def _mismatch(what: str, path: Path, detail: str) -> RuntimeError:
 
 def _missing(what: str, path: Path, why: str) -> RuntimeError:
     return RuntimeError(
-        f"{what}: {path} {why}, and TL_REQUIRE_STORED is set. Execute the chapter once without it "
-        f"(or with TL_RETRAIN=1) to write the file, and commit it."
+        f"{what}: {path} {why}, and TL_REQUIRE_STORED is set. Re-execute the chapter with "
+        f"TL_RETRAIN=1 (make execute NOTEBOOKS=... TL_RETRAIN=1) to rewrite the file, and commit it."
     )
 
 
