@@ -76,6 +76,28 @@ def _missing(what: str, path: Path, why: str) -> RuntimeError:
     )
 
 
+def _usable(what: str, path: Path, read, matches) -> dict | None:
+    """The record stored at ``path`` if it may be used (it exists, TL_RETRAIN is off and
+    ``matches(record)``), else None; under TL_REQUIRE_STORED a missing or other file is an error."""
+    if _flag("TL_RETRAIN"):
+        return None
+    if not path.exists():
+        if _flag("TL_REQUIRE_STORED"):
+            raise _missing(what, path, "does not exist")
+        return None
+    record = read()
+    if matches(record):
+        return record
+    if _flag("TL_REQUIRE_STORED"):
+        raise _missing(what, path, "was written with other settings")
+    return None
+
+
+def _write_now(path: Path) -> bool:
+    """Whether work just done is written: only where no file was, or under TL_RETRAIN."""
+    return _flag("TL_RETRAIN") or not path.exists()
+
+
 def train_or_load(
     model: nn.Module,
     train_ids: Tensor,
@@ -118,20 +140,17 @@ def train_or_load(
         "train_config": asdict(cfg),
         "data": [_digest(train_ids), _digest(val_ids)],
     }
-    stored = None
-    if path.exists() and not _flag("TL_RETRAIN"):
+
+    def read() -> dict:
         with safe_open(str(path), "pt") as f:
-            stored = json.loads((f.metadata() or {}).get(_META_KEY, "{}"))
-        # JSON turns tuples into lists: compare in JSON form
-        if stored.get("settings") != json.loads(json.dumps(settings)):
-            if _flag("TL_REQUIRE_STORED"):
-                raise _missing(what, path, "was written with other settings")
-            stored = None
-    elif _flag("TL_REQUIRE_STORED") and not _flag("TL_RETRAIN"):
-        raise _missing(what, path, "does not exist")
+            return json.loads((f.metadata() or {}).get(_META_KEY, "{}"))
+
+    # JSON turns tuples into lists: compare in JSON form
+    same = json.loads(json.dumps(settings))
+    stored = _usable(what, path, read, lambda record: record.get("settings") == same)
     if stored is None:
         history = train(model, train_ids, val_ids, cfg, progress=progress)
-        if _flag("TL_RETRAIN") or not path.exists():
+        if _write_now(path):
             rng = base64.b64encode(torch.get_rng_state().numpy().tobytes()).decode()
             meta = {"settings": settings, "history": asdict(history), "rng_state": rng}
             path.parent.mkdir(parents=True, exist_ok=True)
@@ -204,22 +223,19 @@ def run_or_load(
     path = Path(path)
     what = f"run_or_load({path.name})"
     identity = json.loads(json.dumps({"settings": settings, "keys": [_key(k) for k in keys]}))
-    stored = None
-    if path.exists() and not _flag("TL_RETRAIN"):
-        stored = json.loads(path.read_text())
-        if {k: stored.get(k) for k in identity} != identity:
-            if _flag("TL_REQUIRE_STORED"):
-                raise _missing(what, path, "was written with other settings or runs")
-            stored = None
-    elif _flag("TL_REQUIRE_STORED") and not _flag("TL_RETRAIN"):
-        raise _missing(what, path, "does not exist")
+    stored = _usable(
+        what,
+        path,
+        lambda: json.loads(path.read_text()),
+        lambda record: {k: record.get(k) for k in identity} == identity,
+    )
     args = [k if isinstance(k, tuple) else (k,) for k in keys]
     if stored is None:
         results = {
             k: compute(*a)
             for k, a in zip(keys, tqdm(args, desc=desc, mininterval=5, disable=not progress))
         }
-        if _flag("TL_RETRAIN") or not path.exists():
+        if _write_now(path):
             path.parent.mkdir(parents=True, exist_ok=True)
             rows = {_key(k): v for k, v in results.items()}
             path.write_text(json.dumps({**identity, "results": rows}, indent=1) + "\n")
