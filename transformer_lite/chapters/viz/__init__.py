@@ -5,7 +5,8 @@ axes with tokens, carry a colorbar, and take a title that says what to notice.
 
 One module per chapter, named after its notebook, holds the figures that chapter introduces (later
 chapters reuse them, e.g. ``plot_attention`` in chapters 5 and 8); colours and axis helpers shared
-by several chapters are in :mod:`._style`:
+by several chapters are in :mod:`._style`, with the chapters' figure settings (``use_book_figures``:
+text size, retina PNGs that record their smallest text on a phone, ``smallest_text_px``):
 
 * :mod:`.ch1_attention`: ``plot_attention``, ``plot_head_grid``;
 * :mod:`.ch2_causal_masks`: ``plot_mask``, ``plot_batch_masks``;
@@ -18,7 +19,7 @@ by several chapters are in :mod:`._style`:
 Every figure is importable from here: ``from transformer_lite.chapters import viz; viz.plot_mask(...)``.
 """
 
-from ._style import MASK_CMAP
+from ._style import COLUMN_WIDTH, MASK_CMAP, PHONE_COLUMN_PX, smallest_text_px, use_book_figures
 from .ch1_attention import plot_attention, plot_head_grid
 from .ch2_causal_masks import plot_batch_masks, plot_mask
 from .ch3_positional_encodings import plot_accuracy_vs_length, plot_score_bias
@@ -28,7 +29,11 @@ from .ch6_rnn_gradients import plot_jacobian_terms, plot_norms_vs_lag
 from .ch7_cost import fit_loglog_slope, plot_loglog_fit, plot_roofline
 
 __all__ = [
+    "COLUMN_WIDTH",
     "MASK_CMAP",
+    "PHONE_COLUMN_PX",
+    "smallest_text_px",
+    "use_book_figures",
     "plot_attention",
     "plot_head_grid",
     "plot_mask",

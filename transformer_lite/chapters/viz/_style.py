@@ -2,19 +2,93 @@
 
 from __future__ import annotations
 
+import matplotlib
 import matplotlib.pyplot as plt
 import numpy as np
+from IPython import get_ipython
+from IPython.core.pylabtools import retina_figure
+from matplotlib.backends.backend_agg import RendererAgg
 from matplotlib.colors import ListedColormap
+from matplotlib.figure import Figure
 from torch import Tensor
 
-__all__ = ["COLUMN_WIDTH", "MASK_CMAP"]
+__all__ = ["COLUMN_WIDTH", "MASK_CMAP", "PHONE_COLUMN_PX", "smallest_text_px", "use_book_figures"]
 
 # Inches: the book's column (688 px) shows a figure this wide at 100 %; a wider one is shrunk, and
-# its text with it. At this width 9 pt text is 12.5 px high, the least the figures use.
+# its text with it.
 COLUMN_WIDTH = 6.9
+# CSS px: the text column on a 390 px phone (measured in Chromium). Every figure is shrunk to it, so
+# its smallest text must be large for its width: at 6.2 in, 12 pt text is 9.6 px on the phone.
+PHONE_COLUMN_PX = 358
+# The PNG text chunk in which use_book_figures() records smallest_text_px (tests read it).
+TEXT_SIZE_KEY = "tl-smallest-text-px"
 
 # Two colours from the ends of cividis: dark blue = blocked, yellow = may attend.
 MASK_CMAP = ListedColormap([plt.get_cmap("cividis")(0.0), plt.get_cmap("cividis")(1.0)])
+
+
+class _TextRecorder(RendererAgg):
+    """An Agg renderer that notes the size (pt) of every non-blank string it is asked to draw."""
+
+    def __init__(self, fig: Figure):
+        super().__init__(fig.bbox.width, fig.bbox.height, fig.dpi)
+        self.sizes: list[tuple[float, str]] = []
+
+    def draw_text(self, gc, x, y, s, prop, angle, ismath=False, mtext=None):
+        if s.strip():
+            self.sizes.append((prop.get_size_in_points(), s))
+
+    def draw_tex(self, gc, x, y, s, prop, angle, *, mtext=None):
+        self.draw_text(gc, x, y, s, prop, angle)
+
+
+def smallest_text_px(fig: Figure, column_px: float = PHONE_COLUMN_PX) -> tuple[float, str]:
+    """The smallest text of ``fig`` in CSS px once shown in a column ``column_px`` wide, and that text.
+
+    The figure is drawn as the notebook stores it: cut to its tight bounding box plus
+    ``savefig.pad_inches`` on each side, ``fig.dpi`` pixels per inch on the page (a retina PNG has
+    twice the pixels and is shown at half). A figure wider than the column is shrunk to it, text
+    included: ``pt * dpi / 72 * min(1, column_px / width_px)``.
+    """
+    recorder = _TextRecorder(fig)
+    fig.draw(recorder)
+    if not recorder.sizes:
+        return float("inf"), ""
+    pad = plt.rcParams["savefig.pad_inches"]
+    width_px = (fig.get_tightbbox(recorder).width + 2 * pad) * fig.dpi
+    pt, text = min(recorder.sizes)
+    return float(pt * fig.dpi / 72 * min(1.0, column_px / width_px)), text
+
+
+def _retina_png_noting_text_size(fig: Figure, **kwargs):
+    px, _ = smallest_text_px(fig)
+    return retina_figure(fig, base64=True, metadata={TEXT_SIZE_KEY: f"{px:.2f}"}, **kwargs)
+
+
+def use_book_figures(font_size: float = 12) -> None:
+    """The chapters' figure settings: ``font_size`` pt text at 100 dpi, stored as retina PNGs.
+
+    In IPython, each PNG also records in a text chunk (``TEXT_SIZE_KEY``) the size of its smallest
+    text on a phone (:func:`smallest_text_px`), which the book's tests require to be at least 9 px.
+    """
+    shell = get_ipython()
+    if shell is not None:
+        # load the inline backend now: it sets its own PNG format when it loads, ours must come after
+        plt.switch_backend(matplotlib.get_backend())
+    plt.rcParams.update(
+        {
+            "figure.dpi": 100,
+            "font.size": font_size,
+            "axes.titlesize": font_size,
+            "figure.titlesize": font_size + 1,
+        }
+    )
+    if shell is None:
+        return
+    # PNGs at twice the pixels of their size on the page: sharp on a phone
+    shell.display_formatter.formatters["image/png"].for_type(
+        Figure, lambda fig: _retina_png_noting_text_size(fig, bbox_inches="tight")
+    )
 
 
 def as_2d(weights: Tensor | np.ndarray) -> np.ndarray:
