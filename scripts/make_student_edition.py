@@ -16,7 +16,8 @@ Rules, applied to every notebook of the source folder:
 * all outputs and execution counts are cleared: students run the notebooks themselves;
 * the markdown is made readable in plain JupyterLab, which does not know MyST's roles and
   directives: an ``{exercise}`` directive becomes a quoted box headed "Exercise N.k: title"
-  (numbered as the book numbers it), ``{glue:text}`` roles become the values the chapter
+  (numbered as the book numbers it), an admonition such as ``{note}`` a box headed by its title or
+  kind, ``{glue:text}`` roles become the values the chapter
   stored, ``{cite}`` roles become "(Author et al., year)" from ``book/references.bib``,
   ``{ref}`` to an exercise becomes "Exercise N.k", and the legend's "Solutions are hidden"
   sentence, false here, is replaced.
@@ -137,17 +138,24 @@ def section_labels(nb: nbformat.NotebookNode) -> dict[str, str]:
     }
 
 
+# MyST admonitions the chapters use besides exercises; each becomes a quoted box headed by its title
+# (or its kind: "Note").
+ADMONITIONS = ("note", "tip", "hint", "important", "warning", "caution", "seealso", "admonition")
+
+
 def exercise_boxes(source: str, numbers: list[str]) -> str:
-    """Turn each ``{exercise}`` fence of a markdown cell into a quoted box (a blockquote), which
-    JupyterLab draws with a bar at its left. ``numbers`` supplies "Exercise N.k" in order."""
+    """Turn each ``{exercise}`` fence of a markdown cell, and each admonition (``{note}`` ...), into a
+    quoted box (a blockquote), which JupyterLab draws with a bar at its left. ``numbers`` supplies
+    "Exercise N.k" in order."""
+    kinds = "|".join(("exercise",) + ADMONITIONS)
     lines, out, i = source.splitlines(), [], 0
     while i < len(lines):
-        opener = re.match(r"^(`{3,})\{exercise\}\s*(.*)$", lines[i])
+        opener = re.match(rf"^(`{{3,}})\{{({kinds})\}}\s*(.*)$", lines[i])
         if not opener:
             out.append(lines[i])
             i += 1
             continue
-        fence, title = opener.group(1), opener.group(2).strip()
+        fence, kind, title = opener.group(1), opener.group(2), opener.group(3).strip()
         body, i = [], i + 1
         while i < len(lines) and lines[i].strip() != fence:
             body.append(lines[i])
@@ -157,7 +165,10 @@ def exercise_boxes(source: str, numbers: list[str]) -> str:
             body.pop(0)
         while body and not body[0].strip():
             body.pop(0)
-        head = numbers.pop(0) + (f": {title}" if title else "")
+        if kind == "exercise":
+            head = numbers.pop(0) + (f": {title}" if title else "")
+        else:
+            head = title or kind.capitalize()
         out.append(f"> **{head}**")
         out.append(">")
         out.extend(f"> {line}" if line.strip() else ">" for line in body)

@@ -45,7 +45,8 @@ def test_markdown_is_made_readable_without_myst():
     source = (
         "Solutions are hidden; try first.\n\n"
         "```{exercise} Build a mask\n:label: ex-a\n\n**Difficulty ★.** Write it; $x$ = {glue:text}`w:.2f`.\n\n"
-        "Then check.\n```\nAs {cite}`vaswani2017attention,ba2016layer` and {ref}`ex-b` show."
+        "Then check.\n```\nAs {cite}`vaswani2017attention,ba2016layer` and {ref}`ex-b` show.\n"
+        "```{note}\nA side remark.\n```"
     )
     out = gen.readable_markdown(
         source,
@@ -58,7 +59,8 @@ def test_markdown_is_made_readable_without_myst():
         gen.NOT_HERE + "\n\n"
         "> **Exercise 2.1: Build a mask**\n>\n> **Difficulty ★.** Write it; $x$ = 0.45.\n>\n"
         "> Then check.\n"
-        "As (Vaswani et al., 2017; Ba et al., 2016) and Exercise 1.2 show."
+        "As (Vaswani et al., 2017; Ba et al., 2016) and Exercise 1.2 show.\n"
+        "> **Note**\n>\n> A side remark."
     )
     assert gen.format_glue("12", "d") == "12" and gen.format_glue("'abc'", None) == "abc"
 
@@ -73,6 +75,10 @@ def test_student_markdown_has_no_myst_left(path):
     markers = ("{exercise}", "{glue", "{cite", "{ref}", "{numref}", "{chapter-time}")
     for marker in markers + ("Solutions are hidden",):
         assert marker not in text, f"{marker!r} left in the student edition of {path.name}"
+    directive = re.search(r"^(`{3,}|:{3,})\{[\w-]+\}.*$", text, re.M)
+    assert directive is None, (
+        f"MyST directive {directive and directive.group(0)!r} left in {path.name}"
+    )
     target = re.search(r"^\([\w-]+\)=", text, re.M)
     assert target is None, f"section target {target and target.group(0)!r} left in {path.name}"
     n_exercises = sum(
