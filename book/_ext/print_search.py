@@ -12,7 +12,10 @@
   on its own", and "KV cache", the usual name, is not a word of the chapters ("the key/value
   cache"). ``INDEX_TERMS`` below gives each such term the section that answers it; the entries
   also appear in the book's general index (genindex.html). A section id that no longer exists
-  stops the build (``-W``), so the list cannot silently point nowhere.
+  stops the build (``-W``), so the list cannot silently point nowhere. On a rebuild, Sphinx reloads
+  the previous search index without its index entries (``IndexBuilder.load`` in Sphinx 7 restores
+  terms and titles only), so the pages that carry entries are read again on every build
+  (``env-get-outdated``); otherwise a rebuild after one chapter changed lost the other chapters' terms.
 
 * **Search snippets as prose.** ``search_snippets.js`` (beside this file) is loaded on the search
   page only. Sphinx's ``searchtools.js`` builds each result's snippet from the text of the whole
@@ -111,6 +114,12 @@ class AddIndexTerms(SphinxTransform):
             section.insert(position, index)
 
 
+def _reread_indexed_pages(app, env, added, changed, removed) -> list[str]:
+    """The pages with ``INDEX_TERMS`` entries, so that every build puts their entries in the search index."""
+    pages = _terms_by_document()
+    return sorted(d for d in pages if d in env.found_docs and d not in added | changed)
+
+
 def _numbered_print_title(app, pagename, templatename, context, doctree) -> None:
     numbers = app.env.toc_secnumbers.get(pagename, {}).get("")
     if numbers and context.get("pagetitle"):
@@ -132,6 +141,7 @@ def _copy_snippets_js(app, exception) -> None:
 
 def setup(app):
     app.add_transform(AddIndexTerms)
+    app.connect("env-get-outdated", _reread_indexed_pages)
     # after sphinx-book-theme's add_metadata_to_page (500), which sets pagetitle
     app.connect("html-page-context", _numbered_print_title, priority=600)
     app.connect("html-page-context", _snippets_on_search_page)
