@@ -1,5 +1,8 @@
 """Static figures (matplotlib) of chapter 6, ``notebooks/06_rnn_gradients.ipynb``:
 gradient norms against the lag, and how much of a measured norm an approximation explains.
+
+All text is drawn at the figure's font size (``rcParams``, set by ``viz.use_book_figures``), and a new
+figure's size scales with it, so its smallest text stays legible on a phone at any size.
 """
 
 from __future__ import annotations
@@ -17,6 +20,14 @@ def _curve(caller: str, label: str, lags, norms) -> tuple[np.ndarray, np.ndarray
     if lags.shape != norms.shape:
         raise ValueError(f"{caller}: curve {label!r} has {lags.size} lags but {norms.size} norms")
     return lags, norms
+
+
+def _figure_size(width: float, height: float) -> tuple[float, float]:
+    """``width`` x ``height`` inches at 12 pt text, scaled with ``font.size``: a new figure keeps its look,
+    and about the same smallest text on a phone (``viz.smallest_text_px``), at any text size.
+    """
+    scale = plt.rcParams["font.size"] / 12
+    return width * scale, height * scale
 
 
 def _legend(ax: plt.Axes, legend: bool) -> None:
@@ -54,7 +65,7 @@ def plot_norms_vs_lag(
         ValueError: if a curve's lags and norms differ in length.
     """
     if ax is None:
-        _, ax = plt.subplots(figsize=(6, 4))
+        _, ax = plt.subplots(figsize=_figure_size(6, 4))
     i = 0
     for label, (lags, norms) in curves.items():
         lags, norms = _curve("plot_norms_vs_lag", label, lags, norms)
@@ -111,7 +122,12 @@ def plot_jacobian_terms(
     """
     if axes is None:
         _, axes = plt.subplots(
-            2, 1, figsize=(6, 5), sharex=True, height_ratios=(2, 1), constrained_layout=True
+            2,
+            1,
+            figsize=_figure_size(6, 5),
+            sharex=True,
+            height_ratios=(2, 1),
+            constrained_layout=True,
         )
     ax_norms, ax_ratio = axes
     lags, norms = _curve("plot_jacobian_terms", "measured", *measured)

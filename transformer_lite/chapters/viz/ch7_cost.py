@@ -1,5 +1,8 @@
 """Static figures (matplotlib) of chapter 7, ``notebooks/07_cost.ipynb``:
 measured cost on log-log axes, with fitted slopes, and a roofline.
+
+All text is drawn at the figure's font size (``rcParams``, set by ``viz.use_book_figures``), and a new
+figure's size scales with it, so its smallest text stays legible on a phone at any size.
 """
 
 from __future__ import annotations
@@ -11,6 +14,14 @@ from matplotlib.ticker import FuncFormatter, NullFormatter, NullLocator
 from ._style import LINE_COLORS, MARKERS, label_line_axes
 
 __all__ = ["fit_loglog_slope", "plot_loglog_fit", "plot_roofline"]
+
+
+def _figure_size(width: float, height: float) -> tuple[float, float]:
+    """``width`` x ``height`` inches at 12 pt text, scaled with ``font.size``: a new figure keeps its look,
+    and about the same smallest text on a phone (``viz.smallest_text_px``), at any text size.
+    """
+    scale = plt.rcParams["font.size"] / 12
+    return width * scale, height * scale
 
 
 def fit_loglog_slope(x, y, min_x: float | None = None) -> float:
@@ -62,7 +73,7 @@ def plot_loglog_fit(
         The axes.
     """
     if ax is None:
-        _, ax = plt.subplots(figsize=(6, 4))
+        _, ax = plt.subplots(figsize=_figure_size(6, 4))
     x = np.asarray(x, dtype=float)
     for i, (label, y) in enumerate(series.items()):
         y = np.asarray(y, dtype=float)
@@ -74,7 +85,9 @@ def plot_loglog_fit(
         ax.loglog(x[keep], c * x[keep] ** p, ":", color=color, lw=1.2)
     ax.set_xticks(x, [f"{v:g}" for v in x])  # label the measured lengths only
     ax.xaxis.set_minor_locator(NullLocator())
-    return label_line_axes(ax, xlabel, ylabel, title)
+    label_line_axes(ax, xlabel, ylabel, title)
+    ax.legend(fontsize=plt.rcParams["legend.fontsize"])  # the figure's text size, as the ticks
+    return ax
 
 
 def plot_roofline(
@@ -101,7 +114,7 @@ def plot_roofline(
         The axes.
     """
     if ax is None:
-        _, ax = plt.subplots(figsize=(6.5, 4.5))
+        _, ax = plt.subplots(figsize=_figure_size(6.5, 4.5))
     ridge = peak_flops / bandwidth
     points = list(kernels.values()) + list((minor or {}).values())
     lo = min([ridge] + [i for i, _ in points]) / 4
@@ -117,7 +130,6 @@ def plot_roofline(
         xytext=(-5, 6),
         textcoords="offset points",
         ha="right",
-        fontsize=9,
     )
     for i, (label, (intensity, achieved)) in enumerate(kernels.items()):
         ax.loglog(
@@ -148,5 +160,5 @@ def plot_roofline(
     ax.yaxis.set_major_formatter(plain)
     ax.yaxis.set_minor_formatter(NullFormatter())
     label_line_axes(ax, "arithmetic intensity (FLOP per byte of main memory)", "GFLOP/s", title)
-    ax.legend(fontsize=9, loc="lower right")
+    ax.legend(fontsize=plt.rcParams["legend.fontsize"], loc="lower right")
     return ax

@@ -1,0 +1,129 @@
+"""Chapters 6 and 7's figure functions on a phone: viz.plot_norms_vs_lag, plot_jacobian_terms,
+plot_loglog_fit and plot_roofline, called as the chapters call them.
+
+Oracle: viz.smallest_text_px (tests/chapters/test_viz_style.py checks it against hand-computed cases),
+the book's requirement of at least 9 CSS px on a 358 px phone column (issue 24), and the laptop column's
+width for a figure's natural width; rcParams["font.size"] for every string drawn.
+"""
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
+from matplotlib.text import Text  # noqa: E402
+
+from transformer_lite.chapters import viz  # noqa: E402
+from transformer_lite.chapters.viz.ch6_rnn_gradients import plot_jacobian_terms  # noqa: E402
+from transformer_lite.chapters.viz.ch7_cost import plot_roofline  # noqa: E402
+
+LAGS = np.arange(61)
+LENGTHS = [128, 256, 512, 1024, 2048]
+# the book's laptop column is 688 CSS px; a figure up to about this wide still reads at its size there
+LAPTOP_MAX_PX = 712
+
+
+def _norms_vs_lag():  # chapter 6, cell-10: three radii and their dashed references
+    curves = {f"radius {r}": (LAGS, r**LAGS * 1.0) for r in (0.9, 1.0, 1.1)}
+    curves["ref: radius^lag"] = (LAGS, 0.9**LAGS * 1.0)
+    return viz.plot_norms_vs_lag(
+        curves,
+        title="Small inputs: the norm follows radius^lag\nuntil the state grows",
+        ylabel="||dh_T / dh_(T-k)||",
+        xlabel="lag k (steps back from the last state)",
+    ).figure
+
+
+def _jacobian_terms():  # chapter 6's gated figure, one column of it
+    measured = (LAGS, 0.95**LAGS)
+    approximations = {
+        "copy term alone": (LAGS, 0.8**LAGS),
+        "copy + candidate": (LAGS, 0.94**LAGS),
+    }
+    axes = plot_jacobian_terms(
+        measured, approximations, title="default GRU", ylabel="||dh_T / dh_(T-k)||"
+    )
+    return axes[0].figure
+
+
+def _loglog_fit():  # chapter 7, the time figure
+    x = np.array(LENGTHS, dtype=float)
+    series = {
+        "direct attention": 1e-4 * x**2,
+        "tiled attention": 2e-4 * x**1.9,
+        "RNN forward": 0.03 * x,
+    }
+    return viz.plot_loglog_fit(
+        x,
+        series,
+        min_x=256,
+        xlabel="sequence length L",
+        ylabel="fastest wall time (ms)",
+        title="Attention's time grows about as L², the RNN's about as L",
+    ).figure
+
+
+def _roofline():  # chapter 7, the roofline: three kernels and three stages
+    return plot_roofline(
+        81.8e9,
+        16.1e9,
+        {
+            "direct, L = 4096": (15.9, 52e9),
+            "tiled, blocks of 256": (115.8, 46e9),
+            "decode step, 32768 keys": (0.51, 7.7e9),
+        },
+        minor={
+            "direct's scores": (31.0, 81e9),
+            "direct's softmax": (0.62, 5.5e9),
+            "direct's weighted sum": (31.0, 62e9),
+        },
+        title="Left of the ridge, memory-bound: the decode step and the softmax;\n"
+        "the matrix products, and direct attention as a whole, lie right of it",
+    ).figure
+
+
+FIGURES = {
+    "plot_norms_vs_lag": _norms_vs_lag,
+    "plot_jacobian_terms": _jacobian_terms,
+    "plot_loglog_fit": _loglog_fit,
+    "plot_roofline": _roofline,
+}
+
+
+@pytest.fixture(autouse=True)
+def _restore_rcparams():
+    with plt.rc_context():
+        yield
+    plt.close("all")
+
+
+# 12 pt: the size chapters 6 and 7 use; 10 and 14: a new figure scales with the text, so any chapter
+# can call these functions
+@pytest.mark.parametrize("font_size", [10, 12, 14])
+@pytest.mark.parametrize("name", FIGURES)
+def test_smallest_text_is_legible_on_a_phone(name, font_size):
+    # outside IPython this sets the rcParams only (the fixture restores them)
+    viz.use_book_figures(font_size=font_size)
+    fig = FIGURES[name]()
+    px, text = viz.smallest_text_px(fig)
+    assert px >= 9, f"{name} at {font_size} pt: {text!r} is {px:.2f} CSS px on a phone, under 9"
+    # and at the chapters' sizes not shrunk on a laptop: its natural width, cut to its text, fits the
+    # laptop column (at 14 pt a figure is larger by design)
+    width_px = (
+        fig.get_tightbbox(fig.canvas.get_renderer()).width + 2 * plt.rcParams["savefig.pad_inches"]
+    ) * fig.dpi
+    if font_size <= 12:
+        assert width_px <= LAPTOP_MAX_PX, f"{name} at {font_size} pt: {width_px:.0f} px wide"
+
+
+@pytest.mark.parametrize("name", FIGURES)
+def test_no_text_is_smaller_than_the_figure_text_size(name):
+    viz.use_book_figures(font_size=12)
+    fig = FIGURES[name]()
+    fig.canvas.draw()  # makes the tick labels
+    texts = [t for t in fig.findobj(Text) if t.get_visible() and t.get_text().strip()]
+    assert len(texts) >= 8, "the axis labels, the title and the tick labels"
+    too_small = {t.get_text(): t.get_fontsize() for t in texts if t.get_fontsize() < 12}
+    assert not too_small, f"{name}: text under the figure's 12 pt: {too_small}"
