@@ -142,7 +142,7 @@ def plot_score_bias(
     fig, axes = plt.subplots(
         n_rows,
         n_cols,
-        figsize=(width, height),
+        figsize=(round(width, 2), round(height, 2)),  # hundredths: a readable figure repr
         squeeze=False,
         layout="constrained",
     )
