@@ -214,7 +214,7 @@ def plot_accuracy_vs_length(
     if not accuracy:
         raise ValueError("plot_accuracy_vs_length: expected at least one scheme, received none")
     if ax is None:
-        _, ax = plt.subplots(figsize=(_legible_width(), 6.4), layout="constrained")
+        _, ax = plt.subplots(figsize=(round(_legible_width(), 2), 6.4), layout="constrained")
     n_schemes = len(accuracy)
     for k, (scheme, runs) in enumerate(accuracy.items()):
         lengths = list(runs[0])
