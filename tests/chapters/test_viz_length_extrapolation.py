@@ -26,7 +26,7 @@ def test_lines_are_seed_means_and_dots_the_seeds():
         line = lines[f"{scheme} (mean of 2)"]
         expected = [np.mean([r[n] for r in runs]) for n in (16, 32, 64)]
         np.testing.assert_allclose(line.get_ydata(), expected)
-    ceiling = lines["best order-blind guess (bag of tokens)"]
+    ceiling = lines["best order-blind guess\n(bag of tokens)"]
     np.testing.assert_allclose(ceiling.get_ydata(), [0.53, 0.44, 0.39])
     assert lines["chance (0.25)"].get_ydata()[0] == 0.25
     dots = sorted(y for c in ax.collections for y in c.get_offsets()[:, 1])

@@ -11,9 +11,24 @@ import numpy as np
 from matplotlib.ticker import MaxNLocator
 from torch import Tensor
 
-from ._style import COLUMN_WIDTH, LINE_COLORS, MARKERS
+from ._style import COLUMN_WIDTH, LINE_COLORS, MARKERS, PHONE_COLUMN_PX
 
 __all__ = ["plot_score_bias", "plot_accuracy_vs_length"]
+
+# CSS px: the smallest text these figures aim at on the phone's column (the book asks for 9; the
+# margin absorbs the constrained layout's rounding of the figure's tight width)
+_PHONE_TEXT_PX = 9.4
+
+
+def _legible_width() -> float:
+    """Inches: the widest figure whose ``font.size`` text is still ``_PHONE_TEXT_PX`` on a phone.
+
+    A figure ``w`` inches wide is stored ``w + 2 pad`` inches wide and shrunk to the phone's column
+    (``PHONE_COLUMN_PX`` CSS px), so ``pt`` text shows at ``pt / 72 * PHONE_COLUMN_PX / (w + 2 pad)``
+    px whatever the dpi; at most :data:`COLUMN_WIDTH`, the laptop's column.
+    """
+    pt, pad = plt.rcParams["font.size"], plt.rcParams["savefig.pad_inches"]
+    return min(COLUMN_WIDTH, pt * PHONE_COLUMN_PX / (72 * _PHONE_TEXT_PX) - 2 * pad)
 
 
 def plot_score_bias(
@@ -52,9 +67,11 @@ def plot_score_bias(
         head_labels: ``H`` panel titles (default ``head 0``, ``head 1``, ...).
         vmax: half-width of the shared colour scale (default: the largest finite ``|bias|``); only
             with ``scale="shared"``.
-        n_cols: panels per row (default: all heads in one row, at most 4).
-        cell_size: inches per panel, reduced when needed so that the figure is at most
-            :data:`COLUMN_WIDTH` (6.9 in) wide: a wider one would be shrunk, its 9 pt labels with it.
+        n_cols: panels per row (default: all heads in one row, at most 4; with ``scale="per_head"``,
+            whose every panel has its own colorbar, 2 keep the panels large on a phone).
+        cell_size: inches per panel, reduced when needed so that the figure is narrow enough for
+            its text (the ``font.size`` of ``plt.rcParams``, which every label uses) to stay legible
+            when a phone shrinks the figure to its column, and at most :data:`COLUMN_WIDTH` wide.
         scale: ``"shared"`` or ``"per_head"`` (see above).
 
     Returns:
@@ -110,13 +127,22 @@ def plot_score_bias(
     inf_note = f"{bad_name}: -inf, forbidden" if blocked.any() else ""
     n_cols = min(H, 4) if n_cols is None else n_cols
     n_rows = -(-H // n_cols)
-    extra, pad = (0.9, 0.6) if per_head else (0.0, 1.4)  # a colorbar per panel, or one in all
-    cell_size = min(cell_size, (COLUMN_WIDTH - pad) / n_cols - extra)
+    # inches, in units of the text size: a line of text, the y label and ticks of the first column,
+    # and the colorbar (its ticks and a label of two lines) beside each panel or beside them all
+    line = plt.rcParams["font.size"] / 72 * 1.3
+    y_label = 3.0 * line
+    extra, pad = (4.5 * line, y_label) if per_head else (0.0, y_label + 4.0 * line)
+    max_width = _legible_width()
+    # no smaller than a few lines of text: many columns make a wider figure rather than no panel
+    cell_size = max(min(cell_size, (max_width - pad) / n_cols - extra), 3 * line)
     width = (cell_size + extra) * n_cols + pad
+    title_lines = title.count("\n") + 1 if title else 0
+    # each row: the panel, its title above, its x label and ticks below
+    height = n_rows * (cell_size + 3.4 * line) + title_lines * line + 0.1
     fig, axes = plt.subplots(
         n_rows,
         n_cols,
-        figsize=(width, cell_size * n_rows + 0.9),
+        figsize=(round(width, 2), round(height, 2)),  # hundredths: a readable figure repr
         squeeze=False,
         layout="constrained",
     )
@@ -134,22 +160,21 @@ def plot_score_bias(
             aspect="auto",
             interpolation="nearest",
         )
-        ax.set_title(labels[h], fontsize=10)
-        ax.set_xlabel("key position j", fontsize=9)
+        ax.set_title(labels[h])
+        ax.set_xlabel("key position j")
         if h % n_cols == 0:
-            ax.set_ylabel("query position i", fontsize=9)
-        ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # positions are whole numbers
-        ax.yaxis.set_major_locator(MaxNLocator(integer=True))
-        ax.tick_params(labelsize=9)
+            ax.set_ylabel("query position i")
+        # positions are whole numbers; few ticks, so that they stay apart at the text's size
+        ax.xaxis.set_major_locator(MaxNLocator(nbins=4, integer=True))
+        ax.yaxis.set_major_locator(MaxNLocator(nbins=4, integer=True))
         if per_head:
             cbar = fig.colorbar(im, ax=ax, fraction=0.08, pad=0.03)
-            cbar.ax.tick_params(labelsize=9)
+            cbar.ax.yaxis.set_major_locator(MaxNLocator(nbins=4))
             cbar.set_label(
-                "added to the score" + (f"\n({inf_note})" if inf_note and h == 0 else ""),
-                fontsize=9,
+                "added to the score" + (f"\n({inf_note})" if inf_note and h == 0 else "")
             )
     if not per_head:
-        label = "added to the score" + (f"  ({inf_note})" if inf_note else "")
+        label = "added to the score" + (f"\n({inf_note})" if inf_note else "")
         fig.colorbar(im, ax=axes, label=label, fraction=0.025, pad=0.02)
     if title:
         fig.suptitle(title)
@@ -180,7 +205,8 @@ def plot_accuracy_vs_length(
         chance: the accuracy of a uniform guess, drawn as a dotted line.
         ceiling: ``{length: accuracy}`` of the best order-blind guess, drawn dashed.
         title: says what to notice.
-        ax: axes to draw on (a new 6.9 x 5.6 in figure if ``None``); the legend goes under them.
+        ax: axes to draw on (if ``None``, a new figure as wide as its text allows on a phone, at
+            most :data:`COLUMN_WIDTH`); the legend goes under them, in two columns.
 
     Raises:
         ValueError: if ``accuracy`` is empty or the seeds of a scheme differ in their lengths.
@@ -188,7 +214,7 @@ def plot_accuracy_vs_length(
     if not accuracy:
         raise ValueError("plot_accuracy_vs_length: expected at least one scheme, received none")
     if ax is None:
-        _, ax = plt.subplots(figsize=(COLUMN_WIDTH, 5.6), layout="constrained")
+        _, ax = plt.subplots(figsize=(round(_legible_width(), 2), 6.4), layout="constrained")
     n_schemes = len(accuracy)
     for k, (scheme, runs) in enumerate(accuracy.items()):
         lengths = list(runs[0])
@@ -217,7 +243,7 @@ def plot_accuracy_vs_length(
         [ceiling[n] for n in lengths],
         "k--",
         lw=1.2,
-        label="best order-blind guess (bag of tokens)",
+        label="best order-blind guess\n(bag of tokens)",
     )
     ax.axhline(chance, color="0.45", ls=":", lw=1.2, label=f"chance ({chance:.2f})")
     ax.set_xticks(x, [_length_label(n, train_length) for n in lengths])
@@ -227,5 +253,6 @@ def plot_accuracy_vs_length(
     ax.grid(True, axis="y", alpha=0.3)
     if title:
         ax.set_title(title)
-    ax.legend(fontsize=9, ncol=2, loc="upper center", bbox_to_anchor=(0.5, -0.13))
+    # under the axes, where it hides no dot; the text's size, as every label
+    ax.legend(ncol=2, loc="upper center", bbox_to_anchor=(0.5, -0.15))
     return ax
