@@ -61,6 +61,18 @@ def test_tick_labels_and_mathtext_count():
     assert px == pytest.approx(12 * 100 / 72)  # a tick label
 
 
+def test_superscripts_count_at_the_size_mathtext_draws_them():
+    # a log axis labels its ticks "10^k": mathtext draws the exponent at 70 % of the label's size
+    fig, ax = plt.subplots(figsize=(3, 2), dpi=100)
+    ax.set_yscale("log")
+    ax.set_ylim(1e-5, 1)
+    ax.tick_params(labelsize=12)
+    ax.set_xticks([])
+    px, text = smallest_text_px(fig)
+    assert px == pytest.approx(0.7 * 12 * 100 / 72)
+    assert "10^" in text
+
+
 def test_blank_strings_and_figures_without_text():
     assert smallest_text_px(_figure(3.0, (" ", 4), ("x", 11)))[0] == pytest.approx(11 * 100 / 72)
     assert smallest_text_px(_figure(3.0))[0] == float("inf")

@@ -10,6 +10,7 @@ from IPython.core.pylabtools import retina_figure
 from matplotlib.backends.backend_agg import RendererAgg
 from matplotlib.colors import ListedColormap
 from matplotlib.figure import Figure
+from matplotlib.mathtext import MathTextParser
 from torch import Tensor
 
 __all__ = ["COLUMN_WIDTH", "MASK_CMAP", "PHONE_COLUMN_PX", "smallest_text_px", "use_book_figures"]
@@ -27,6 +28,9 @@ TEXT_SIZE_KEY = "tl-smallest-text-px"
 MASK_CMAP = ListedColormap([plt.get_cmap("cividis")(0.0), plt.get_cmap("cividis")(1.0)])
 
 
+_MATHTEXT = MathTextParser("path")
+
+
 class _TextRecorder(RendererAgg):
     """An Agg renderer that notes the size (pt) of every non-blank string it is asked to draw."""
 
@@ -35,8 +39,15 @@ class _TextRecorder(RendererAgg):
         self.sizes: list[tuple[float, str]] = []
 
     def draw_text(self, gc, x, y, s, prop, angle, ismath=False, mtext=None):
-        if s.strip():
-            self.sizes.append((prop.get_size_in_points(), s))
+        if not s.strip():
+            return
+        size = prop.get_size_in_points()
+        if ismath:
+            # mathtext draws superscripts, subscripts and fractions smaller (the exponent of a log
+            # axis's "10^-5" at 70 %): the smallest glyph counts
+            glyphs = _MATHTEXT.parse(s, dpi=72, prop=prop).glyphs
+            size = min((glyph[1] for glyph in glyphs), default=size)
+        self.sizes.append((size, s))
 
     def draw_tex(self, gc, x, y, s, prop, angle, *, mtext=None):
         self.draw_text(gc, x, y, s, prop, angle)
