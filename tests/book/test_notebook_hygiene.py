@@ -15,7 +15,11 @@ from pathlib import Path
 import pytest
 from PIL import Image
 
-from transformer_lite.chapters.viz._style import PHONE_COLUMN_PX, TEXT_SIZE_KEY
+from transformer_lite.chapters.viz._style import (
+    PHONE_COLUMN_PX,
+    SMALLEST_TEXT_KEY,
+    TEXT_SIZE_KEY,
+)
 
 pytestmark = pytest.mark.slow  # reads, executes or builds the whole book
 
@@ -105,7 +109,7 @@ def test_figure_text_is_legible_on_a_phone(path):
             f"viz.use_book_figures() before the first figure"
         )
         if float(recorded) < 9:
-            small.append(f"{cell_id}: {recorded} px")
+            small.append(f"{cell_id}: {recorded} px ({image.text.get(SMALLEST_TEXT_KEY)!r})")
     assert not small, (
         f"{path.name}: figures whose smallest text is under 9 CSS px on a {PHONE_COLUMN_PX} px phone "
         f"column (larger text, or a narrower figure): {small}"

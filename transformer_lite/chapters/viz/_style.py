@@ -23,6 +23,7 @@ COLUMN_WIDTH = 6.9
 PHONE_COLUMN_PX = 358
 # The PNG text chunk in which use_book_figures() records smallest_text_px (tests read it).
 TEXT_SIZE_KEY = "tl-smallest-text-px"
+SMALLEST_TEXT_KEY = "tl-smallest-text"  # and which string it is (the first 60 characters)
 
 # Two colours from the ends of cividis: dark blue = blocked, yellow = may attend.
 MASK_CMAP = ListedColormap([plt.get_cmap("cividis")(0.0), plt.get_cmap("cividis")(1.0)])
@@ -72,8 +73,9 @@ def smallest_text_px(fig: Figure, column_px: float = PHONE_COLUMN_PX) -> tuple[f
 
 
 def _retina_png_noting_text_size(fig: Figure, **kwargs):
-    px, _ = smallest_text_px(fig)
-    return retina_figure(fig, base64=True, metadata={TEXT_SIZE_KEY: f"{px:.2f}"}, **kwargs)
+    px, text = smallest_text_px(fig)
+    metadata = {TEXT_SIZE_KEY: f"{px:.2f}", SMALLEST_TEXT_KEY: text[:60]}
+    return retina_figure(fig, base64=True, metadata=metadata, **kwargs)
 
 
 def use_book_figures(font_size: float = 12) -> None:
