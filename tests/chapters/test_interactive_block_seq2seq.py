@@ -110,7 +110,8 @@ def test_plot_activations_uses_symmetric_limits_and_rejects_3d():
 @pytest.mark.parametrize("norm_first, n_plus", [(False, 0), (True, 3)])
 def test_plot_decoder_block_draws_the_three_sublayers_in_order(norm_first, n_plus):
     ax = viz.plot_decoder_block(norm_first=norm_first)
-    texts = [(t.get_position()[1], t.get_text()) for t in ax.texts]
+    # a label may wrap: compare with its words on one line
+    texts = [(t.get_position()[1], " ".join(t.get_text().split())) for t in ax.texts]
     order = [text for _, text in sorted(texts)]
     pos = {
         key: next(i for i, t in enumerate(order) if t.startswith(key))

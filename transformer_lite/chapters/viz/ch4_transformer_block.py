@@ -9,9 +9,19 @@ import numpy as np
 from matplotlib.patches import FancyArrowPatch, FancyBboxPatch
 from torch import Tensor
 
-from ._style import as_2d
+from ._style import PHONE_COLUMN_PX, as_2d
 
 __all__ = ["POST_NORM_COLOUR", "PRE_NORM_COLOUR", "plot_activations", "plot_norm_placement"]
+
+
+def _legible_width(font_size: float) -> float:
+    """The widest figure (in) whose ``font_size`` pt text is still 9 CSS px on the phone column.
+
+    A figure ``w`` inches wide is stored ``w + 0.2`` in wide (its padding) at 100 px per inch and
+    shrunk to the column: ``font_size * 100 / 72 * PHONE_COLUMN_PX / (100 * (w + 0.2)) >= 9``.
+    Less 3 % for the rounding of the tight bounding box.
+    """
+    return 0.97 * (font_size * PHONE_COLUMN_PX / (72 * 9) - 0.2)
 
 
 def plot_activations(
@@ -29,7 +39,8 @@ def plot_activations(
     Args:
         x: ``(L, D)`` activations of one example.
         title: what the reader should notice.
-        ax: axes to draw on (a new figure if None).
+        ax: axes to draw on (a new figure if None, its cells sized from ``rcParams["font.size"]``
+            and no wider than keeps that text 9 px high on a phone).
         limit: colour range ``[-limit, limit]`` (default: the largest absolute value).
         cmap: a diverging, colour-blind-safe colormap.
         colorbar_label: label of the colorbar.
@@ -43,7 +54,12 @@ def plot_activations(
     a = as_2d(x)
     limit = float(np.abs(a).max()) if limit is None else float(limit)
     if ax is None:
-        _, ax = plt.subplots(figsize=(1.5 + 0.3 * a.shape[1], 0.8 + 0.3 * a.shape[0]))
+        # cells and margins in units of the text size, the width at most what keeps it legible
+        em = plt.rcParams["font.size"] / 72  # inches
+        width = min(6.0 * em + 2.2 * em * a.shape[1], _legible_width(plt.rcParams["font.size"]))
+        _, ax = plt.subplots(
+            figsize=(width, 4.5 * em + 1.8 * em * a.shape[0]), layout="constrained"
+        )
     im = ax.imshow(a, cmap=cmap, vmin=-limit, vmax=limit, aspect="auto")
     ax.set_xlabel("feature")
     ax.set_ylabel("position")
@@ -81,7 +97,7 @@ def _block_items(norm_first: bool) -> tuple[list[str], list[tuple[int, int]]]:
 
 
 def plot_norm_placement(
-    axes: tuple[plt.Axes, plt.Axes] | None = None, fontsize: float = 10.0
+    axes: tuple[plt.Axes, plt.Axes] | None = None, fontsize: float | None = None
 ) -> tuple[plt.Axes, plt.Axes]:
     """Post-norm and pre-norm stacks side by side, in the manner of Xiong et al. (2020), Fig. 1.
 
@@ -94,15 +110,19 @@ def plot_norm_placement(
     with ``norm_first=True`` add.
 
     Args:
-        axes: two axes to draw on, post-norm then pre-norm (a new 4.8 x 5.6 in figure if None:
-            at 100 dpi squeezed to a 358 px phone column its 10 pt text is about 10 px high).
-        fontsize: of the box labels (titles 1 pt larger).
+        axes: two axes to draw on, post-norm then pre-norm (a new figure if None, 0.48 x 0.56 in
+            per point of ``fontsize``: the boxes fit their labels, and at 100 dpi squeezed to a
+            358 px phone column the text is about 10 px high whatever the size).
+        fontsize: of the box labels (titles 1 pt larger); default ``rcParams["font.size"]``.
 
     Returns:
         The two axes.
     """
+    fontsize = plt.rcParams["font.size"] if fontsize is None else fontsize
     if axes is None:
-        _, axes = plt.subplots(1, 2, figsize=(4.8, 5.6), constrained_layout=True)
+        # drawn for 10 pt text in 4.8 x 5.6 in: the figure grows with the text
+        scale = fontsize / 10
+        _, axes = plt.subplots(1, 2, figsize=(4.8 * scale, 5.6 * scale), layout="constrained")
     step, half_w, half_h, radius = 1.0, 0.95, 0.3, 0.2
     n_rows = max(len(_block_items(v)[0]) for v in (False, True))
     for ax, norm_first in zip(axes, (False, True)):
@@ -140,7 +160,7 @@ def plot_norm_placement(
                         (0, ys[k - 1] + extent(k - 1)),
                         (0, y - extent(k)),
                         arrowstyle="-|>",
-                        mutation_scale=12,
+                        mutation_scale=1.2 * fontsize,
                         color="black",
                         shrinkA=0,
                         shrinkB=0,
@@ -155,7 +175,7 @@ def plot_norm_placement(
                     (left, ys[add]),
                     (-radius, ys[add]),
                     arrowstyle="-|>",
-                    mutation_scale=12,
+                    mutation_scale=1.2 * fontsize,
                     color=_RESIDUAL,
                     linewidth=1.6,
                     shrinkA=0,
