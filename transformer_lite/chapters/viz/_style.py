@@ -134,5 +134,5 @@ def label_line_axes(ax: plt.Axes, xlabel: str, ylabel: str, title: str) -> plt.A
     ax.grid(True, which="major", alpha=0.3)
     if title:
         ax.set_title(title)
-    ax.legend(fontsize=9)
+    ax.legend()  # at rcParams["legend.fontsize"], the figure's text size
     return ax
