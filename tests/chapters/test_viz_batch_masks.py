@@ -1,8 +1,10 @@
 """``viz.ch2_causal_masks.plot_batch_masks``: the masks of a left-padded batch, one panel per row and stage.
 
 Oracle: the masks passed in. Each panel's image is its row's mask, cell for cell (a transposed
-or swapped panel fails); the labels are the ones given, in order; one two-colour bar for the
-whole figure; each error path names what it expected and what it received.
+or swapped panel fails), in its place (figure row = the batch's row, figure column = the stage);
+the labels are the ones given, in order; one two-colour bar for the whole figure; each error path
+names what it expected and what it received. (Legibility on a phone:
+test_viz_masks_on_a_phone.py.)
 """
 
 import matplotlib
@@ -50,20 +52,25 @@ def figure(lengths=(1, 3), L=3):
 def test_each_panel_shows_its_rows_mask_with_its_labels():
     fig, prefill, decode = figure()
     panels = [ax for ax in fig.axes if ax.images]
-    assert len(panels) == 4  # 2 stages x 2 rows, in figure-row order
-    for ax, (s, b, m) in zip(
-        panels, [(0, 0, prefill[0]), (0, 1, prefill[1]), (1, 0, decode[0]), (1, 1, decode[1])]
+    assert len(panels) == 4  # 2 rows x 2 stages, in figure-row order: row b, then its stages
+    for ax, (b, s, m) in zip(
+        panels, [(0, 0, prefill[0]), (0, 1, decode[0]), (1, 0, prefill[1]), (1, 1, decode[1])]
     ):
         np.testing.assert_array_equal(ax.images[0].get_array(), m.numpy().astype(float))
         prefix = "qd"[s]
         assert _texts(ax.get_yticklabels()) == [f"{prefix}{b}.{i}" for i in range(m.shape[0])]
         assert _texts(ax.get_xticklabels())[0] == f"{'kK'[s]}{b}.0"
         assert ax.get_xlabel()
-    assert [ax.get_title() for ax in panels[:2]] == ["row 0", "row 1"]
-    assert panels[0].get_ylabel().startswith("prefill") and "decode" in panels[2].get_ylabel()
+    # the stages name the columns; the rows of the batch name the figure rows
+    assert [ax.get_title() for ax in panels[:2]] == ["prefill", "decode step 1"]
+    assert panels[0].get_ylabel().startswith("row 0") and panels[2].get_ylabel().startswith("row 1")
+    # figure row b sits above row b + 1; the stages side by side, each panel on its row's floor
+    box = [ax.get_position() for ax in panels]
+    assert box[0].y0 == box[1].y0 > box[2].y0 == box[3].y0
+    assert box[0].x0 == box[2].x0 < box[1].x0 == box[3].x0
     bars = [ax for ax in fig.axes if not ax.images]
     assert len(bars) == 1
-    assert _texts(bars[0].get_yticklabels()) == ["False:\nblocked", "True:\nmay attend"]
+    assert _texts(bars[0].get_xticklabels()) == ["False:\nblocked", "True:\nmay attend"]
     assert fig._suptitle.get_text() == "what to notice"
     plt.close(fig)
 
