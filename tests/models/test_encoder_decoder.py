@@ -464,6 +464,17 @@ def test_from_torch_errors():
         EncoderDecoderTransformer.from_torch(t, 5, 5)
 
 
+def test_greedy_decode_uses_every_position_of_the_model():
+    """max_len = config.max_len: BOS and 11 generated tokens fill the 12 positions; the 12th
+    generated token is chosen from the last position's logits and never decoded."""
+    model, src = small_model(), torch.tensor([[1, 2, 3]])
+    out = greedy_decode(model, src, 12, 0, 1)  # this seed never produces token 1: all 12 steps
+    assert out.tokens.shape == (1, 13) and out.logits.shape == (1, 12, 10)
+    # oracle: one teacher-forced pass over BOS and the first 11 tokens, all 12 positions
+    logits = model(src, out.tokens[:, :12]).logits
+    torch.testing.assert_close(out.logits, logits)
+
+
 def test_greedy_decode_errors():
     model = small_model()
     src = torch.tensor([[1, 2, 3]])
@@ -471,9 +482,9 @@ def test_greedy_decode_errors():
         greedy_decode(nn.Linear(2, 2), src, 3, 0, 1)
     with pytest.raises(ValueError, match="max_len to be a positive int, received 0"):
         greedy_decode(model, src, 0, 0, 1)
-    too_long = r"BOS \+ max_len=12 tokens need 13 positions, but the model accepts max_len=12"
+    too_long = r"max_len=13 new tokens need 13 positions .*, but the model accepts max_len=12"
     with pytest.raises(ValueError, match=too_long):
-        greedy_decode(model, src, 12, 0, 1)
+        greedy_decode(model, src, 13, 0, 1)
     with pytest.raises(ValueError, match=r"eos_id in 0..9, received 10"):
         greedy_decode(model, src, 3, 0, 10)
     with pytest.raises(ValueError, match=r"bos_id in 0..9, received -1"):

@@ -459,7 +459,8 @@ def greedy_decode(
     Args:
         model: an :class:`EncoderDecoderTransformer`.
         src_ids: ``(B, S)`` source token ids.
-        max_len: largest number of tokens to generate after BOS (``max_len + 1 <= model.config.max_len``).
+        max_len: largest number of tokens to generate after BOS (``max_len <= model.config.max_len``:
+            the decoder reads BOS and all but the last generated token, ``max_len`` positions).
         bos_id: token that starts every target.
         eos_id: token that ends a target.
         src_padding: optional ``(B, S)``, ``True`` = real source token.
@@ -474,9 +475,10 @@ def greedy_decode(
     """
     check_type(greedy_decode, model, EncoderDecoderTransformer)
     check_positive_int(greedy_decode, "max_len", max_len)
-    if max_len + 1 > model.config.max_len:
+    if max_len > model.config.max_len:
         raise ValueError(
-            f"{owner_name(greedy_decode)}: BOS + max_len={max_len} tokens need {max_len + 1} positions, but the model "
+            f"{owner_name(greedy_decode)}: max_len={max_len} new tokens need {max_len} positions (BOS and all "
+            f"but the last token are decoded), but the model "
             f"accepts max_len={model.config.max_len}"
         )
     for name, tok in (("bos_id", bos_id), ("eos_id", eos_id)):
