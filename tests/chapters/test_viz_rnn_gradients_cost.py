@@ -1,9 +1,12 @@
 """Chapters 6 and 7's figure functions on a phone: viz.plot_norms_vs_lag, plot_jacobian_terms,
-plot_loglog_fit and plot_roofline, called as the chapters call them.
+plot_loglog_fit and plot_roofline, called as the chapters call them, and the log-axis labels they share
+(_style.label_log_decades).
 
-Oracle: viz.smallest_text_px (tests/chapters/test_viz_style.py checks it against hand-computed cases),
-the book's requirement of at least 9 CSS px on a 358 px phone column (issue 24), and the laptop column's
-width for a figure's natural width; rcParams["font.size"] for every string drawn.
+Oracle: viz.smallest_text_px (tests/chapters/test_viz_style.py checks it against hand-computed cases; it
+counts mathtext at its smallest glyph, a log axis's "10^-5" at its exponent's 70 %), the book's
+requirement of at least 9 CSS px on a 358 px phone column (issue 24), and the laptop column's width for
+a figure's natural width; rcParams["font.size"] for every string drawn; for the tick labels, the
+exponents and numbers written out by hand.
 """
 
 import matplotlib
@@ -16,6 +19,7 @@ import pytest  # noqa: E402
 from matplotlib.text import Text  # noqa: E402
 
 from transformer_lite.chapters import viz  # noqa: E402
+from transformer_lite.chapters.viz._style import label_log_decades  # noqa: E402
 from transformer_lite.chapters.viz.ch6_rnn_gradients import plot_jacobian_terms  # noqa: E402
 from transformer_lite.chapters.viz.ch7_cost import plot_roofline  # noqa: E402
 
@@ -31,19 +35,19 @@ def _norms_vs_lag():  # chapter 6, cell-10: three radii and their dashed referen
     return viz.plot_norms_vs_lag(
         curves,
         title="Small inputs: the norm follows radius^lag\nuntil the state grows",
-        ylabel="||dh_T / dh_(T-k)||",
+        ylabel="log10 ||dh_T / dh_(T-k)||",
         xlabel="lag k (steps back from the last state)",
     ).figure
 
 
-def _jacobian_terms():  # chapter 6's gated figure, one column of it
-    measured = (LAGS, 0.95**LAGS)
+def _jacobian_terms():  # chapter 6's gated figure, one column of it: twelve decades, as the default GRU
+    measured = (LAGS, 0.63**LAGS)
     approximations = {
-        "copy term alone": (LAGS, 0.8**LAGS),
-        "copy + candidate": (LAGS, 0.94**LAGS),
+        "copy term alone": (LAGS, 0.53**LAGS),
+        "copy + candidate": (LAGS, 0.62**LAGS),
     }
     axes = plot_jacobian_terms(
-        measured, approximations, title="default GRU", ylabel="||dh_T / dh_(T-k)||"
+        measured, approximations, title="default GRU", ylabel="log10 ||dh_T / dh_(T-k)||"
     )
     return axes[0].figure
 
@@ -127,3 +131,75 @@ def test_no_text_is_smaller_than_the_figure_text_size(name):
     assert len(texts) >= 8, "the axis labels, the title and the tick labels"
     too_small = {t.get_text(): t.get_fontsize() for t in texts if t.get_fontsize() < 12}
     assert not too_small, f"{name}: text under the figure's 12 pt: {too_small}"
+
+
+def _tick_labels(axis) -> list[str]:
+    """The labels of ``axis``'s visible ticks (major and minor) that are drawn, with text."""
+    lo, hi = sorted(axis.get_view_interval())
+    ticks = axis.get_major_ticks() + axis.get_minor_ticks()
+    return [
+        t.label1.get_text()
+        for t in ticks
+        if t.label1.get_visible() and t.label1.get_text() and lo <= t.get_loc() <= hi
+    ]
+
+
+@pytest.mark.parametrize(
+    ("y_range", "exponent", "expected"),
+    [
+        # twelve decades: round exponents, a few (matplotlib: 10^0, 10^-3, ... in mathtext)
+        (
+            (1e-12, 1),
+            True,
+            [
+                "0",
+                "\N{MINUS SIGN}2",
+                "\N{MINUS SIGN}4",
+                "\N{MINUS SIGN}6",
+                "\N{MINUS SIGN}8",
+                "\N{MINUS SIGN}10",
+                "\N{MINUS SIGN}12",
+            ],
+        ),
+        # under two decades: fractional exponents (matplotlib: 10^0, 10^-1 and unlabelled minor ticks)
+        (
+            (0.07, 1),
+            True,
+            [
+                "\N{MINUS SIGN}1",
+                "\N{MINUS SIGN}0.8",
+                "\N{MINUS SIGN}0.6",
+                "\N{MINUS SIGN}0.4",
+                "\N{MINUS SIGN}0.2",
+                "0",
+            ],
+        ),
+        # a few decades, plain numbers
+        ((0.3, 150), False, ["1", "10", "100"]),
+        ((0.05, 2), False, ["0.1", "1"]),
+    ],
+)
+def test_log_decades_are_labelled_at_full_size(y_range, exponent, expected):
+    viz.use_book_figures(font_size=12)
+    fig, ax = plt.subplots(figsize=(2.5, 3))  # narrower than the phone column: not shrunk
+    ax.semilogy([0, 1], y_range)
+    ax.set_ylim(*y_range)
+    label_log_decades(ax.yaxis, exponent=exponent)
+    fig.canvas.draw()
+    assert sorted(_tick_labels(ax.yaxis)) == sorted(expected)
+    # no mathtext: every tick label at the text size
+    px, text = viz.smallest_text_px(fig)
+    assert px == pytest.approx(12 * 100 / 72), text
+
+
+def test_norm_axes_are_labelled_with_exponents():
+    viz.use_book_figures(font_size=12)
+    ax_norms = _jacobian_terms().axes[0]
+    ax_norms.figure.canvas.draw()
+    labels = _tick_labels(ax_norms.yaxis)
+    # 0.53 ** 60 = 10^-16.5 the lowest curve: every five decades from 0
+    assert sorted(labels) == sorted(["0"] + [f"\N{MINUS SIGN}{e}" for e in (5, 10, 15)]), labels
+    assert all("$" not in label for label in labels)
+    ax = _norms_vs_lag().axes[0]
+    ax.figure.canvas.draw()
+    assert "0" in _tick_labels(ax.yaxis) and "$" not in "".join(_tick_labels(ax.yaxis))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import matplotlib
 import matplotlib.pyplot as plt
+import matplotlib.ticker
 import numpy as np
 from IPython import get_ipython
 from IPython.core.pylabtools import retina_figure
@@ -136,3 +137,54 @@ def label_line_axes(ax: plt.Axes, xlabel: str, ylabel: str, title: str) -> plt.A
         ax.set_title(title)
     ax.legend()  # at rcParams["legend.fontsize"], the figure's text size
     return ax
+
+
+def figure_size(width: float, height: float) -> tuple[float, float]:
+    """``width`` x ``height`` inches at 12 pt text, scaled with ``font.size``: a new figure keeps its look,
+    and about the same smallest text on a phone (:func:`smallest_text_px`), at any text size.
+    """
+    scale = plt.rcParams["font.size"] / 12
+    return width * scale, height * scale
+
+
+class _ExponentLocator(matplotlib.ticker.Locator):
+    """Ticks of a log axis at round exponents (0, -5, -10, or -0.4, -0.2, 0): a few, evenly spaced."""
+
+    def __init__(self, nbins: int = 8):
+        self._exponents = matplotlib.ticker.MaxNLocator(nbins=nbins, steps=[1, 2, 5, 10])
+
+    def __call__(self):
+        return self.tick_values(*self.axis.get_view_interval())
+
+    def tick_values(self, vmin: float, vmax: float) -> np.ndarray:
+        vmin, vmax = sorted((vmin, vmax))
+        if vmax <= 0:
+            return np.array([])
+        vmin = vmin if vmin > 0 else vmax / 10
+        return 10.0 ** self._exponents.tick_values(np.log10(vmin), np.log10(vmax))
+
+
+def label_log_decades(axis: matplotlib.axis.Axis, exponent: bool = False) -> None:
+    """Label a log ``axis`` at the full text size.
+
+    Matplotlib writes a decade as ``10^-6``, its exponent at 70 % of the tick size: on a phone under
+    9 px. Instead, with ``exponent=False``, the decades as plain numbers (``0.1``, ``1``, ``10``,
+    ``100``: for a range of a few decades), minor ticks unlabelled; with ``exponent=True``, a few
+    ticks at round exponents, labelled with the exponent alone (``-6`` for ``10^-6``, ``-0.2`` for
+    ``10^-0.2``), no minor ticks (the axis label must then say so, e.g. "log10 of the norm"). Call it
+    after the axis is made logarithmic.
+    """
+
+    def label(value: float, _position) -> str:
+        if value <= 0:
+            return ""
+        # "-0.2", "-6", "0" (not "-0"); "0.1", "1", "100"
+        text = f"{round(np.log10(value), 6) + 0.0:g}" if exponent else f"{value:g}"
+        # the minus sign of matplotlib's own tick labels
+        return text.replace("-", "\N{MINUS SIGN}") if plt.rcParams["axes.unicode_minus"] else text
+
+    if exponent:
+        axis.set_major_locator(_ExponentLocator())
+        axis.set_minor_locator(matplotlib.ticker.NullLocator())
+    axis.set_major_formatter(matplotlib.ticker.FuncFormatter(label))
+    axis.set_minor_formatter(matplotlib.ticker.NullFormatter())

@@ -2,26 +2,19 @@
 measured cost on log-log axes, with fitted slopes, and a roofline.
 
 All text is drawn at the figure's font size (``rcParams``, set by ``viz.use_book_figures``), and a new
-figure's size scales with it, so its smallest text stays legible on a phone at any size.
+figure's size scales with it, so its smallest text stays legible on a phone at any size. Log axes carry
+plain numbers (``0.1``, ``1``, ``10``: a ``10^-1`` tick draws its exponent at 70 %).
 """
 
 from __future__ import annotations
 
 import matplotlib.pyplot as plt
 import numpy as np
-from matplotlib.ticker import FuncFormatter, NullFormatter, NullLocator
+from matplotlib.ticker import NullLocator
 
-from ._style import LINE_COLORS, MARKERS, label_line_axes
+from ._style import LINE_COLORS, MARKERS, figure_size, label_line_axes, label_log_decades
 
 __all__ = ["fit_loglog_slope", "plot_loglog_fit", "plot_roofline"]
-
-
-def _figure_size(width: float, height: float) -> tuple[float, float]:
-    """``width`` x ``height`` inches at 12 pt text, scaled with ``font.size``: a new figure keeps its look,
-    and about the same smallest text on a phone (``viz.smallest_text_px``), at any text size.
-    """
-    scale = plt.rcParams["font.size"] / 12
-    return width * scale, height * scale
 
 
 def fit_loglog_slope(x, y, min_x: float | None = None) -> float:
@@ -73,7 +66,7 @@ def plot_loglog_fit(
         The axes.
     """
     if ax is None:
-        _, ax = plt.subplots(figsize=_figure_size(6, 4))
+        _, ax = plt.subplots(figsize=figure_size(6, 4))
     x = np.asarray(x, dtype=float)
     for i, (label, y) in enumerate(series.items()):
         y = np.asarray(y, dtype=float)
@@ -85,6 +78,7 @@ def plot_loglog_fit(
         ax.loglog(x[keep], c * x[keep] ** p, ":", color=color, lw=1.2)
     ax.set_xticks(x, [f"{v:g}" for v in x])  # label the measured lengths only
     ax.xaxis.set_minor_locator(NullLocator())
+    label_log_decades(ax.yaxis)  # 0.1, 1, 10 at the text size
     label_line_axes(ax, xlabel, ylabel, title)
     ax.legend(fontsize=plt.rcParams["legend.fontsize"])  # the figure's text size, as the ticks
     return ax
@@ -114,7 +108,7 @@ def plot_roofline(
         The axes.
     """
     if ax is None:
-        _, ax = plt.subplots(figsize=_figure_size(6.5, 4.5))
+        _, ax = plt.subplots(figsize=figure_size(6.5, 4.5))
     ridge = peak_flops / bandwidth
     points = list(kernels.values()) + list((minor or {}).values())
     lo = min([ridge] + [i for i, _ in points]) / 4
@@ -155,10 +149,8 @@ def plot_roofline(
         )
     ax.set_xlim(lo, hi)
     ax.set_ylim(y_lo, y_hi)
-    plain = FuncFormatter(lambda v, _: f"{v:g}")
-    ax.xaxis.set_major_formatter(plain)
-    ax.yaxis.set_major_formatter(plain)
-    ax.yaxis.set_minor_formatter(NullFormatter())
+    label_log_decades(ax.xaxis)
+    label_log_decades(ax.yaxis)
     label_line_axes(ax, "arithmetic intensity (FLOP per byte of main memory)", "GFLOP/s", title)
     ax.legend(fontsize=plt.rcParams["legend.fontsize"], loc="lower right")
     return ax
