@@ -6,7 +6,8 @@ axes with tokens, carry a colorbar, and take a title that says what to notice.
 One module per chapter, named after its notebook, holds the figures that chapter introduces (later
 chapters reuse them, e.g. ``plot_attention`` in chapters 5 and 8); colours and axis helpers shared
 by several chapters are in :mod:`._style`, with the chapters' figure settings (``use_book_figures``:
-text size, retina PNGs that record their smallest text on a phone, ``smallest_text_px``):
+text size, retina PNGs that record their smallest text on a phone, ``smallest_text_px``; log axes labelled
+at full size, ``label_log_decades``):
 
 * :mod:`.ch1_attention`: ``plot_attention``, ``plot_head_grid``;
 * :mod:`.ch2_causal_masks`: ``plot_mask``, ``plot_batch_masks``;
@@ -19,7 +20,14 @@ text size, retina PNGs that record their smallest text on a phone, ``smallest_te
 Every figure is importable from here: ``from transformer_lite.chapters import viz; viz.plot_mask(...)``.
 """
 
-from ._style import COLUMN_WIDTH, MASK_CMAP, PHONE_COLUMN_PX, smallest_text_px, use_book_figures
+from ._style import (
+    COLUMN_WIDTH,
+    MASK_CMAP,
+    PHONE_COLUMN_PX,
+    label_log_decades,
+    smallest_text_px,
+    use_book_figures,
+)
 from .ch1_attention import plot_attention, plot_head_grid
 from .ch2_causal_masks import plot_batch_masks, plot_mask
 from .ch3_positional_encodings import plot_accuracy_vs_length, plot_score_bias
@@ -33,6 +41,7 @@ __all__ = [
     "MASK_CMAP",
     "PHONE_COLUMN_PX",
     "smallest_text_px",
+    "label_log_decades",
     "use_book_figures",
     "plot_attention",
     "plot_head_grid",
