@@ -11,6 +11,13 @@
   code had passed before the reader had written any. The book (not the notebook, whose stored output
   nbval compares) says so: "check_layer_norm: all checks passed on the solution hidden above (run the
   cell in Jupyter to check your own code)".
+* A figure keeps its place while it loads. myst-nb writes a stored PNG as
+  ``<img loading="lazy" style="width: Wpx; height: Hpx;">`` (half the retina PNG's pixels), and
+  ``book/_static/outputs.css`` lets the height follow a narrower column (``height: auto``); but an
+  image without ``width``/``height`` attributes has no height until it has loaded, so on a phone the
+  text jumped as the reader scrolled past lazily loaded figures and an in-page link landed above its
+  section. The same numbers are added as attributes, from which the browser reserves the box
+  (``aspect-ratio: auto W / H``) before the file arrives.
 """
 
 from __future__ import annotations
@@ -61,13 +68,34 @@ class ReadingTransforms(SphinxTransform):
                 _says_what_it_checked(cell)
 
 
+_SIZED_IMG = re.compile(
+    r'<img ([^>]*?)style="width: (\d+(?:\.\d+)?)px; height: (\d+(?:\.\d+)?)px;"'
+)
+
+
+def _with_size_attributes(html: str) -> str:
+    """Each ``<img>`` sized by an inline style also gets ``width`` and ``height`` attributes."""
+
+    def sized(m: re.Match) -> str:
+        width, height = round(float(m.group(2))), round(float(m.group(3)))
+        return f'<img {m.group(1)}width="{width}" height="{height}" style="width: {m.group(2)}px; height: {m.group(3)}px;"'
+
+    return _SIZED_IMG.sub(sized, html)
+
+
+def _reserve_figure_boxes(app, pagename, templatename, context, doctree) -> None:
+    if "body" in context:
+        context["body"] = _with_size_attributes(context["body"])
+
+
 def setup(app):
     app.add_transform(ReadingTransforms)
+    app.connect("html-page-context", _reserve_figure_boxes)
     # env_version: a change of what the transforms do must re-read every page, not only the changed
     # ones (Sphinx keeps the transformed doctrees of unchanged pages between builds).
     return {
-        "version": "1.1",
-        "env_version": 2,
+        "version": "1.2",
+        "env_version": 3,
         "parallel_read_safe": True,
         "parallel_write_safe": True,
     }
