@@ -12,6 +12,7 @@ from matplotlib.backends.backend_agg import RendererAgg
 from matplotlib.colors import ListedColormap
 from matplotlib.figure import Figure
 from matplotlib.mathtext import MathTextParser
+from matplotlib.patches import FancyBboxPatch
 from torch import Tensor
 
 __all__ = ["COLUMN_WIDTH", "MASK_CMAP", "PHONE_COLUMN_PX", "smallest_text_px", "use_book_figures"]
@@ -188,3 +189,19 @@ def label_log_decades(axis: matplotlib.axis.Axis, exponent: bool = False) -> Non
         axis.set_minor_locator(matplotlib.ticker.NullLocator())
     axis.set_major_formatter(matplotlib.ticker.FuncFormatter(label))
     axis.set_minor_formatter(matplotlib.ticker.NullFormatter())
+
+
+def draw_add(ax: plt.Axes, y: float, radius: float, fontsize: float) -> None:
+    """The addition of a residual connection in a block diagram: a circled plus centred at (0, y)."""
+    ax.add_patch(plt.Circle((0, y), radius, facecolor="white", edgecolor="black"))
+    ax.text(0, y, "+", ha="center", va="center", fontsize=fontsize + 3)
+
+
+def draw_box(
+    ax: plt.Axes, y: float, half_width: float, half_height: float, boxstyle: str, **style
+) -> None:
+    """A sublayer's box in a block diagram, centred at (0, y); ``style``: facecolor, edgecolor..."""
+    corner = (-half_width, y - half_height)
+    ax.add_patch(
+        FancyBboxPatch(corner, 2 * half_width, 2 * half_height, boxstyle=boxstyle, **style)
+    )

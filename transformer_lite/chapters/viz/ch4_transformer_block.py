@@ -9,7 +9,7 @@ import numpy as np
 from matplotlib.patches import FancyArrowPatch, FancyBboxPatch
 from torch import Tensor
 
-from ._style import PHONE_COLUMN_PX, as_2d
+from ._style import PHONE_COLUMN_PX, as_2d, draw_add, draw_box
 
 __all__ = ["POST_NORM_COLOUR", "PRE_NORM_COLOUR", "plot_activations", "plot_norm_placement"]
 
@@ -137,20 +137,18 @@ def plot_norm_placement(
                 label = "input x" if kind == "in" else "output"
                 ax.text(0, y, label, ha="center", va="center", fontsize=fontsize)
             elif kind == "add":
-                ax.add_patch(plt.Circle((0, y), radius, facecolor="white", edgecolor="black"))
-                ax.text(0, y, "+", ha="center", va="center", fontsize=fontsize + 3)
+                draw_add(ax, y, radius, fontsize)
             else:
                 fill = "norm" if kind == "final" else kind
-                ax.add_patch(
-                    FancyBboxPatch(
-                        (-half_w, y - half_h),
-                        2 * half_w,
-                        2 * half_h,
-                        boxstyle="round,pad=0.03",
-                        facecolor=_FILL[fill],
-                        edgecolor=PRE_NORM_COLOUR if kind == "final" else "black",
-                        linewidth=2.5 if kind == "final" else 1.0,
-                    )
+                draw_box(
+                    ax,
+                    y,
+                    half_w,
+                    half_h,
+                    "round,pad=0.03",
+                    facecolor=_FILL[fill],
+                    edgecolor=PRE_NORM_COLOUR if kind == "final" else "black",
+                    linewidth=2.5 if kind == "final" else 1.0,
                 )
                 label = "final\nLayerNorm" if kind == "final" else _LABEL[kind]
                 ax.text(0, y, label, ha="center", va="center", fontsize=fontsize, color=_TEXT[fill])

@@ -5,7 +5,9 @@ the decoder block's diagram.
 from __future__ import annotations
 
 import matplotlib.pyplot as plt
-from matplotlib.patches import FancyArrowPatch, FancyBboxPatch
+from matplotlib.patches import FancyArrowPatch
+
+from ._style import draw_add, draw_box
 
 __all__ = ["DECODER_BLOCK_EM", "plot_decoder_block"]
 
@@ -106,20 +108,17 @@ def plot_decoder_block(
         if kind == "io":
             ax.text(0, y, label, ha="center", va="center", fontsize=fontsize)
         elif kind == "add":
-            ax.add_patch(plt.Circle((0, y), extent(k), facecolor="white", edgecolor="black"))
-            ax.text(0, y, "+", ha="center", va="center", fontsize=fontsize + 3)
+            draw_add(ax, y, extent(k), fontsize)
         else:
             w = _NORM_HALF_WIDTH if kind == "norm" and norm_first else _HALF_WIDTH
-            h = extent(k)
-            ax.add_patch(
-                FancyBboxPatch(
-                    (-w, y - h),
-                    2 * w,
-                    2 * h,
-                    boxstyle="round,pad=0,rounding_size=0.4",
-                    facecolor=fill[kind],
-                    edgecolor="black",
-                )
+            draw_box(
+                ax,
+                y,
+                w,
+                extent(k),
+                "round,pad=0,rounding_size=0.4",
+                facecolor=fill[kind],
+                edgecolor="black",
             )
             ax.text(
                 0,
