@@ -182,12 +182,39 @@ def test_search_finds_a_chapter(server, browser):
         assert "Causal masks" in results
 
 
+# every formula shown (solutions opened) that ends past the screen's right edge and cannot be scrolled
+# into view: not in a box that scrolls sideways (its own, outputs.css and a11y.js; or a wide table's)
+_CUT_FORMULAS = """() => {
+  const edge = document.documentElement.clientWidth + 1;
+  const inScroller = m => {  // itself or a box around it (a wide table) scrolls sideways
+    for (let e = m; e && e !== document.body; e = e.parentElement) {
+      if (/auto|scroll/.test(getComputedStyle(e).overflowX) && e.scrollWidth > e.clientWidth + 1)
+        return true;
+    }
+    return false;
+  };
+  return [...document.querySelectorAll('article mjx-container')]  // the page's text, not the drawers
+    .map(m => [m, m.getBoundingClientRect()])
+    .filter(([m, r]) => r.width > 0 && r.right > edge && !inScroller(m))
+    .map(([m, r]) => `${(m.querySelector('mjx-assistive-mml') || m).textContent.slice(0, 40)} (${Math.round(r.right)} px)`);
+}"""
+
+
+def _formulas_cut_at_the_edge(page, name: str) -> list[str]:
+    """Open every solution, let a11y.js measure the formulas, return those cut at the screen's edge."""
+    page.evaluate("() => document.querySelectorAll('button.toggle-button').forEach(b => b.click())")
+    # a11y.js marks the wide formulas 100 ms after a click
+    wait_until(page, f"() => ({_CUT_FORMULAS})().length === 0", timeout_ms=3000)
+    return [f"{name}: {f}" for f in page.evaluate(_CUT_FORMULAS)]
+
+
 def test_a_phone_scrolls_the_page_and_nothing_is_wider_than_the_screen(site, server, browser):
     """A 390 px touch screen: no page is wider than the screen (inline code and display equations
-    wrap or scroll inside their own box), and every plotly figure is drawn with dragmode off, so a
+    wrap or scroll inside their own box), no formula is cut at the screen's edge (a formula wider
+    than the column scrolls in its own box, solutions opened included), and every plotly figure is drawn with dragmode off, so a
     swipe scrolls the page instead of zooming the figure (book/_ext/plotly_touch.js). A mouse keeps
     plotly's zoom."""
-    wide, zooming = [], []
+    wide, zooming, cut = [], [], []
     for touch in (True, False):
         context = browser.new_context(
             viewport={"width": 390, "height": 844}, is_mobile=touch, has_touch=touch
@@ -205,6 +232,8 @@ def test_a_phone_scrolls_the_page_and_nothing_is_wider_than_the_screen(site, ser
             width = page.evaluate("() => document.documentElement.scrollWidth")
             if touch and width > 390:
                 wide.append(f"{name}: {width} px")
+            if touch:
+                cut += _formulas_cut_at_the_edge(page, name)
             modes = page.evaluate(
                 "() => [...document.querySelectorAll('.js-plotly-plot')]"
                 ".map(g => g._fullLayout.dragmode)"
@@ -213,4 +242,5 @@ def test_a_phone_scrolls_the_page_and_nothing_is_wider_than_the_screen(site, ser
             zooming += [f"{name} (touch={touch}): {m}" for m in modes if m != expected]
         context.close()
     assert wide == [], f"pages wider than a 390 px phone: {wide}"
+    assert cut == [], f"formulas running past the screen's edge, not scrollable: {cut}"
     assert zooming == [], f"plotly figures with the wrong dragmode: {zooming}"
