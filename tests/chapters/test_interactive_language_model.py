@@ -101,6 +101,8 @@ def test_figure_default_temperatures_on_a_larger_vocabulary():
         assert sum(s.args[0]["y"][0]) + _note(s)[1] == pytest.approx(1.0, abs=2e-3)
     top = torch.argsort(logits, descending=True)[:20].tolist()
     assert list(fig.data[0].x) == [labels[i] for i in top]
+    # every bar has its label: plotly would skip every other one where they are crowded (a phone)
+    assert list(fig.layout.xaxis.tickvals) == list(fig.layout.xaxis.ticktext) == list(fig.data[0].x)
 
 
 def test_figure_top_n_larger_than_vocabulary_and_initial_state():

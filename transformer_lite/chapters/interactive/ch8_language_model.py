@@ -129,8 +129,15 @@ def next_token_temperature_figure(
             hovertemplate="%{x}: %{y:.4f}<extra></extra>",
         )
     )
+    # every bar labelled (plotly skips every other category label when they are crowded, on a phone)
     fig.update_xaxes(
-        title_text="next character", type="category", categoryorder="array", categoryarray=x
+        title_text="next character",
+        type="category",
+        categoryorder="array",
+        categoryarray=x,
+        tickmode="array",
+        tickvals=x,
+        ticktext=x,
     )
     # Each temperature's axis ends just above its tallest bar (at T = 1 that bar is about a seventh
     # of a fixed [0, 1] axis); the tick labels say the scale changed.
