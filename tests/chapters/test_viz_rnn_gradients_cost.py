@@ -176,7 +176,10 @@ def _tick_labels(axis) -> list[str]:
         ),
         # a few decades, plain numbers
         ((0.3, 150), False, ["1", "10", "100"]),
-        ((0.05, 2), False, ["0.1", "1"]),
+        # fewer than three decades in view: 1-2-5 steps, or finer (one decade tick alone, "1", left
+        # chapter 4's gradient norms between 0.4 and 1.6 without a scale)
+        ((0.05, 2), False, ["0.05", "0.1", "0.2", "0.5", "1", "2"]),
+        ((0.4, 1.6), False, ["0.4", "0.6", "0.8", "1"]),
     ],
 )
 def test_log_decades_are_labelled_at_full_size(y_range, exponent, expected):

@@ -165,12 +165,45 @@ class _ExponentLocator(matplotlib.ticker.Locator):
         return 10.0 ** self._exponents.tick_values(np.log10(vmin), np.log10(vmax))
 
 
+class _PlainLogLocator(matplotlib.ticker.Locator):
+    """Ticks of a log axis for plain-number labels: the decades (matplotlib's own choice) when at
+    least three fall in view; otherwise 1-2-5 or 1-2-4-6-8 times a power of ten, the first of those
+    that puts three ticks in view (an axis from 0.4 to 1.6 holds one decade tick, "1")."""
+
+    _SUBS = ((1.0, 2.0, 5.0), (1.0, 2.0, 4.0, 6.0, 8.0), (1.0, 1.5, 2.0, 3.0, 4.0, 5.0, 6.0, 8.0))
+
+    def __call__(self):
+        return self.tick_values(*self.axis.get_view_interval())
+
+    def tick_values(self, vmin: float, vmax: float) -> np.ndarray:
+        vmin, vmax = sorted((vmin, vmax))
+        if vmax <= 0:
+            return np.array([])
+        vmin = vmin if vmin > 0 else vmax / 10
+
+        def in_view(ticks: np.ndarray) -> np.ndarray:
+            return ticks[(ticks >= vmin * (1 - 1e-9)) & (ticks <= vmax * (1 + 1e-9))]
+
+        decades = matplotlib.ticker.LogLocator(base=10)
+        decades.set_axis(self.axis)  # its number of ticks follows the axis's length, as by default
+        decades = decades.tick_values(vmin, vmax)
+        if len(in_view(decades)) >= 3:
+            return decades
+        powers = 10.0 ** np.arange(np.floor(np.log10(vmin)) - 1, np.ceil(np.log10(vmax)) + 1)
+        for subs in self._SUBS:
+            ticks = in_view(np.sort(np.outer(powers, subs).ravel()))
+            if len(ticks) >= 3:
+                return ticks
+        return ticks
+
+
 def label_log_decades(axis: matplotlib.axis.Axis, exponent: bool = False) -> None:
     """Label a log ``axis`` at the full text size.
 
     Matplotlib writes a decade as ``10^-6``, its exponent at 70 % of the tick size: on a phone under
     9 px. Instead, with ``exponent=False``, the decades as plain numbers (``0.1``, ``1``, ``10``,
-    ``100``: for a range of a few decades), minor ticks unlabelled; with ``exponent=True``, a few
+    ``100``: for a range of a few decades; on an axis that holds fewer than three decades, 1-2-5
+    or finer steps, ``0.4``, ``0.6``, ``1``), minor ticks unlabelled; with ``exponent=True``, a few
     ticks at round exponents, labelled with the exponent alone (``-6`` for ``10^-6``, ``-0.2`` for
     ``10^-0.2``), no minor ticks (the axis label must then say so, e.g. "log10 of the norm"). Call it
     after the axis is made logarithmic.
@@ -187,6 +220,8 @@ def label_log_decades(axis: matplotlib.axis.Axis, exponent: bool = False) -> Non
     if exponent:
         axis.set_major_locator(_ExponentLocator())
         axis.set_minor_locator(matplotlib.ticker.NullLocator())
+    else:
+        axis.set_major_locator(_PlainLogLocator())
     axis.set_major_formatter(matplotlib.ticker.FuncFormatter(label))
     axis.set_minor_formatter(matplotlib.ticker.NullFormatter())
 
