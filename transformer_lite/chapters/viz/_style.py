@@ -148,11 +148,8 @@ def figure_size(width: float, height: float) -> tuple[float, float]:
     return width * scale, height * scale
 
 
-class _ExponentLocator(matplotlib.ticker.Locator):
-    """Ticks of a log axis at round exponents (0, -5, -10, or -0.4, -0.2, 0): a few, evenly spaced."""
-
-    def __init__(self, nbins: int = 8):
-        self._exponents = matplotlib.ticker.MaxNLocator(nbins=nbins, steps=[1, 2, 5, 10])
+class _LogLocator(matplotlib.ticker.Locator):
+    """A log axis's ticks for the positive part of its view, from ``_ticks(vmin, vmax)``."""
 
     def __call__(self):
         return self.tick_values(*self.axis.get_view_interval())
@@ -161,26 +158,27 @@ class _ExponentLocator(matplotlib.ticker.Locator):
         vmin, vmax = sorted((vmin, vmax))
         if vmax <= 0:
             return np.array([])
-        vmin = vmin if vmin > 0 else vmax / 10
+        return self._ticks(vmin if vmin > 0 else vmax / 10, vmax)
+
+
+class _ExponentLocator(_LogLocator):
+    """Ticks of a log axis at round exponents (0, -5, -10, or -0.4, -0.2, 0): a few, evenly spaced."""
+
+    def __init__(self, nbins: int = 8):
+        self._exponents = matplotlib.ticker.MaxNLocator(nbins=nbins, steps=[1, 2, 5, 10])
+
+    def _ticks(self, vmin: float, vmax: float) -> np.ndarray:
         return 10.0 ** self._exponents.tick_values(np.log10(vmin), np.log10(vmax))
 
 
-class _PlainLogLocator(matplotlib.ticker.Locator):
+class _PlainLogLocator(_LogLocator):
     """Ticks of a log axis for plain-number labels: the decades (matplotlib's own choice) when at
     least three fall in view; otherwise 1-2-5 or 1-2-4-6-8 times a power of ten, the first of those
     that puts three ticks in view (an axis from 0.4 to 1.6 holds one decade tick, "1")."""
 
     _SUBS = ((1.0, 2.0, 5.0), (1.0, 2.0, 4.0, 6.0, 8.0), (1.0, 1.5, 2.0, 3.0, 4.0, 5.0, 6.0, 8.0))
 
-    def __call__(self):
-        return self.tick_values(*self.axis.get_view_interval())
-
-    def tick_values(self, vmin: float, vmax: float) -> np.ndarray:
-        vmin, vmax = sorted((vmin, vmax))
-        if vmax <= 0:
-            return np.array([])
-        vmin = vmin if vmin > 0 else vmax / 10
-
+    def _ticks(self, vmin: float, vmax: float) -> np.ndarray:
         def in_view(ticks: np.ndarray) -> np.ndarray:
             return ticks[(ticks >= vmin * (1 - 1e-9)) & (ticks <= vmax * (1 + 1e-9))]
 
